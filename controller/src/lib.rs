@@ -1,0 +1,1 @@
+//! rollcall-controller (see issue 2): not built yet.

@@ -1,0 +1,1 @@
+//! Balancing: which eligible endpoint gets the next request.

@@ -1,0 +1,1 @@
+//! Per-pool endpoint health state machine (pure: state in, time in, decision out).

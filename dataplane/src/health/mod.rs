@@ -1,0 +1,3 @@
+//! Endpoint health: the pure state machine (`machine`) and the active probes that feed it.
+
+pub mod machine;

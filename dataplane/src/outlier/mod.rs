@@ -1,0 +1,1 @@
+//! Outlier detection from real traffic: consecutive-failure counters and the error-rate window.

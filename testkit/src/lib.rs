@@ -1,0 +1,1 @@
+//! Test backends (being built).
