@@ -43,7 +43,9 @@ impl fmt::Display for DurationString {
         if d.is_zero() {
             return f.write_str("0s");
         }
-        if !d.subsec_nanos().is_multiple_of(1_000_000) || (d.as_secs() == 0 && d.subsec_millis() == 0) {
+        if !d.subsec_nanos().is_multiple_of(1_000_000)
+            || (d.as_secs() == 0 && d.subsec_millis() == 0)
+        {
             return write!(f, "{}us", d.as_micros());
         }
         if d.subsec_millis() != 0 {
