@@ -1,7 +1,15 @@
-//! rollcall-sidecar as a library: the binary in `main.rs` is a thin shell over this crate, so
-//! tests drive the same code as production.
+//! rollcall-sidecar as a library: the binary in `main.rs` is a thin shell over `sidecar::start`,
+//! so tests drive the same code as production.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod balance;
+pub mod config;
 pub mod health;
+pub mod metrics;
 pub mod outlier;
+pub mod pool;
+pub mod proxy;
+pub mod retry;
+pub mod runtime;
+pub mod sidecar;

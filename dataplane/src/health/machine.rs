@@ -1,1 +1,378 @@
-//! Per-pool endpoint health state machine (pure: state in, time in, decision out).
+//! The per-pool endpoint health machine (DESIGN.md, "The endpoint health machine"): probe
+//! results and request outcomes in, state transitions and routes out.
+//!
+//! Pure on purpose: no I/O, no clock reads, no async; every call takes `now`. The runtime owns
+//! one `PoolHealth` per pool behind a lock, feeds it evidence, calls `tick` about once a second,
+//! and acts on the returned [`Event`]s. Pool-wide rules live here (the ejection budget of
+//! `maxEjectionPercent`, panic mode, who gets routed); one endpoint's bookkeeping lives in
+//! `endpoint.rs`; passive detection is `crate::outlier`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use tokio::time::Instant;
+
+use crate::outlier::Outcome;
+
+mod endpoint;
+mod report;
+mod types;
+
+pub use report::{EndpointReport, Summary, wall_clock};
+pub use types::{Event, HealthSettings, Reason, Route, RouteClass, Routes, State};
+
+use endpoint::{Drain, Endpoint};
+
+/// Health of every endpoint of one pool, keyed (and listed) by address.
+#[derive(Clone, Debug)]
+pub struct PoolHealth {
+    settings: HealthSettings,
+    endpoints: BTreeMap<SocketAddr, Endpoint>,
+    panic: bool,
+}
+
+// === impl PoolHealth ===
+
+impl PoolHealth {
+    pub fn new(settings: HealthSettings) -> Self {
+        Self {
+            settings,
+            endpoints: BTreeMap::new(),
+            panic: false,
+        }
+    }
+
+    pub fn settings(&self) -> &HealthSettings {
+        &self.settings
+    }
+
+    /// Config reload: every endpoint keeps its state, counters and ejection; the new knobs apply
+    /// from the next event on. Returns the panic change a new threshold may cause.
+    pub fn set_settings(&mut self, settings: HealthSettings) -> Vec<Event> {
+        self.settings = settings;
+        let mut events = Vec::new();
+        self.update_panic(&mut events);
+        events
+    }
+
+    /// The endpoint is in the roster. New ones start `Unknown` (eligible); `terminating` ones
+    /// drain; a draining one that is back and not terminating returns to the state it left.
+    pub fn upsert(&mut self, addr: SocketAddr, terminating: bool, now: Instant) -> Vec<Event> {
+        let mut events = Vec::new();
+        if !self.endpoints.contains_key(&addr) {
+            // A newcomer to a pool that is already serving ramps up once healthy; the first
+            // roster of a pool (nothing proven healthy yet) starts at full weight.
+            let serving = self.endpoints.values().any(|e| e.state == State::Healthy);
+            self.endpoints.insert(addr, Endpoint::new(serving, now));
+        }
+        let Some(ep) = self.endpoints.get_mut(&addr) else {
+            return events;
+        };
+        match (ep.drain, terminating) {
+            (None, true) => {
+                ep.drain = Some((Drain::Terminating, ep.state));
+                ep.set_state(addr, State::Draining, Reason::Terminating, now, &mut events);
+            }
+            (Some((Drain::Removed, resume)), true) => {
+                ep.drain = Some((Drain::Terminating, resume));
+                ep.reason = Reason::Terminating;
+            }
+            (Some((_, resume)), false) => {
+                ep.drain = None;
+                ep.set_state(addr, resume, Reason::BackInRoster, now, &mut events);
+            }
+            (None, false) | (Some((Drain::Terminating, _)), true) => {}
+        }
+        self.update_panic(&mut events);
+        events
+    }
+
+    /// The endpoint left the roster: it drains (never routed again) until [`Self::forget`].
+    pub fn remove(&mut self, addr: SocketAddr, now: Instant) -> Vec<Event> {
+        let mut events = Vec::new();
+        let Some(ep) = self.endpoints.get_mut(&addr) else {
+            return events;
+        };
+        match ep.drain {
+            None => {
+                ep.drain = Some((Drain::Removed, ep.state));
+                ep.set_state(
+                    addr,
+                    State::Draining,
+                    Reason::RemovedFromRoster,
+                    now,
+                    &mut events,
+                );
+            }
+            Some((Drain::Terminating, resume)) => {
+                ep.drain = Some((Drain::Removed, resume));
+                ep.reason = Reason::RemovedFromRoster;
+            }
+            Some((Drain::Removed, _)) => {}
+        }
+        self.update_panic(&mut events);
+        events
+    }
+
+    /// Stop tracking an endpoint (once drained, or at its drain timeout).
+    pub fn forget(&mut self, addr: SocketAddr) -> Vec<Event> {
+        let mut events = Vec::new();
+        if self.endpoints.remove(&addr).is_some() {
+            self.update_panic(&mut events);
+        }
+        events
+    }
+
+    /// One active probe result. Probes count in every state but `Draining`: they eject,
+    /// admit, build the evidence an ejected endpoint needs, and count on probation.
+    pub fn record_probe(
+        &mut self,
+        addr: SocketAddr,
+        ok: bool,
+        detail: &str,
+        now: Instant,
+    ) -> Vec<Event> {
+        let mut events = Vec::new();
+        let may_eject = self.may_eject();
+        let s = &self.settings;
+        let Some(ep) = self.endpoints.get_mut(&addr) else {
+            return events;
+        };
+        ep.decay(s.base_ejection, now);
+        if ok {
+            ep.probe_successes = ep.probe_successes.saturating_add(1);
+        } else {
+            ep.probe_failures = ep.probe_failures.saturating_add(1);
+            ep.note_error(detail, now);
+        }
+        if ep.state == State::Draining {
+            return events;
+        }
+        if ok {
+            ep.probe_ok = ep.probe_ok.saturating_add(1);
+            ep.probe_fail.reset();
+        } else {
+            ep.probe_ok = 0;
+            ep.probe_fail.failure();
+        }
+        match (ep.state, ok) {
+            (State::Unknown | State::Healthy, true) => {
+                ep.suppressed = false;
+                if ep.state == State::Unknown {
+                    ep.become_healthy(addr, Reason::ProbeSucceeded, now, &mut events);
+                }
+            }
+            (State::Unknown | State::Healthy, false) => {
+                if ep.probe_fail.reached(s.unhealthy_probes()) {
+                    trip(
+                        ep,
+                        addr,
+                        Reason::ProbeFailures,
+                        may_eject,
+                        s,
+                        now,
+                        &mut events,
+                    );
+                }
+            }
+            (State::Ejected, _) => ep.try_readmit(addr, s, now, &mut events),
+            (State::Probation, true) => probation_success(ep, addr, s, now, &mut events),
+            (State::Probation, false) => {
+                ep.eject(addr, Reason::ProbationFailed, s, now, &mut events);
+            }
+            (State::Draining, _) => {}
+        }
+        self.update_panic(&mut events);
+        events
+    }
+
+    /// One real request's outcome. Ignored while `Ejected` (routed only in panic) or
+    /// `Draining`; a 4xx never counts.
+    pub fn record_request(
+        &mut self,
+        addr: SocketAddr,
+        outcome: Outcome,
+        detail: &str,
+        now: Instant,
+    ) -> Vec<Event> {
+        let mut events = Vec::new();
+        let may_eject = self.may_eject();
+        let s = &self.settings;
+        let Some(ep) = self.endpoints.get_mut(&addr) else {
+            return events;
+        };
+        ep.decay(s.base_ejection, now);
+        if outcome.is_failure() {
+            ep.note_error(detail, now);
+        }
+        match ep.state {
+            State::Ejected | State::Draining => return events,
+            State::Probation => match outcome {
+                Outcome::Success => probation_success(ep, addr, s, now, &mut events),
+                Outcome::ClientError => {}
+                Outcome::ServerError | Outcome::GatewayError => {
+                    ep.eject(addr, Reason::ProbationFailed, s, now, &mut events);
+                }
+            },
+            State::Unknown | State::Healthy => {
+                if outcome == Outcome::Success {
+                    ep.suppressed = false;
+                    if ep.state == State::Unknown && !s.probes_enabled {
+                        ep.become_healthy(addr, Reason::RequestSucceeded, now, &mut events);
+                    }
+                }
+                if let Some(t) = ep.detector.record(outcome, &s.limits(), now) {
+                    trip(ep, addr, t.into(), may_eject, s, now, &mut events);
+                }
+            }
+        }
+        self.update_panic(&mut events);
+        events
+    }
+
+    /// Periodic upkeep: ejections that have been served, decay of the ejection multiplier,
+    /// error-window memory, and panic mode.
+    pub fn tick(&mut self, now: Instant) -> Vec<Event> {
+        let mut events = Vec::new();
+        let s = &self.settings;
+        for (addr, ep) in &mut self.endpoints {
+            ep.decay(s.base_ejection, now);
+            ep.detector.expire(s.error_rate_window, now);
+            ep.try_readmit(*addr, s, now, &mut events);
+        }
+        self.update_panic(&mut events);
+        events
+    }
+
+    /// Who the balancer may use now. In panic every non-draining endpoint is `Normal`.
+    pub fn routes(&self, now: Instant) -> Routes {
+        let window = self.settings.slow_start_window;
+        let endpoints = self
+            .endpoints
+            .iter()
+            .filter_map(|(addr, ep)| {
+                let class = match (ep.state, ep.drain) {
+                    (State::Draining, Some((Drain::Terminating, _))) => {
+                        RouteClass::TerminatingFallback
+                    }
+                    (State::Draining, _) => return None,
+                    (State::Ejected | State::Probation, _) if self.panic => RouteClass::Normal,
+                    (State::Ejected, _) => return None,
+                    (State::Probation, _) => RouteClass::Probation,
+                    (State::Unknown | State::Healthy, _) => RouteClass::Normal,
+                };
+                Some(Route {
+                    addr: *addr,
+                    class,
+                    weight_factor: ep.weight_factor(window, now),
+                })
+            })
+            .collect();
+        Routes {
+            panic: self.panic,
+            endpoints,
+        }
+    }
+
+    pub fn panic(&self) -> bool {
+        self.panic
+    }
+
+    pub fn state(&self, addr: SocketAddr) -> Option<State> {
+        self.endpoints.get(&addr).map(|e| e.state)
+    }
+
+    pub fn len(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.endpoints.is_empty()
+    }
+
+    pub fn reports(&self, now: Instant) -> Vec<EndpointReport> {
+        self.endpoints
+            .iter()
+            .map(|(addr, ep)| EndpointReport::new(*addr, ep, &self.settings, now))
+            .collect()
+    }
+
+    pub fn summary(&self) -> Summary {
+        let mut summary = Summary::default();
+        for ep in self.endpoints.values() {
+            summary.count(ep.state);
+        }
+        summary
+    }
+
+    /// Whether one more endpoint may go out without exceeding `maxEjectionPercent`.
+    fn may_eject(&self) -> bool {
+        let (total, out) = self
+            .endpoints
+            .values()
+            .fold((0, 0), |(t, o), e| match e.state {
+                State::Draining => (t, o),
+                s => (t + 1, o + usize::from(s.is_out())),
+            });
+        out < self.settings.max_out(total)
+    }
+
+    fn update_panic(&mut self, events: &mut Vec<Event>) {
+        let (total, eligible) =
+            self.endpoints
+                .values()
+                .fold((0u32, 0u32), |(t, e), ep| match ep.state {
+                    State::Draining => (t, e),
+                    s => (t + 1, e + u32::from(s.is_eligible())),
+                });
+        let panic =
+            total > 0 && f64::from(eligible) / f64::from(total) < self.settings.panic_threshold;
+        if panic != self.panic {
+            self.panic = panic;
+            events.push(if panic {
+                Event::PanicEntered
+            } else {
+                Event::PanicExited
+            });
+        }
+    }
+}
+
+/// A rule tripped on an eligible endpoint: eject it, or flag it when the budget is spent.
+fn trip(
+    ep: &mut Endpoint,
+    addr: SocketAddr,
+    reason: Reason,
+    may_eject: bool,
+    s: &HealthSettings,
+    now: Instant,
+    events: &mut Vec<Event>,
+) {
+    if may_eject {
+        ep.eject(addr, reason, s, now, events);
+    } else {
+        ep.suppressed = true;
+        ep.reset_evidence();
+        events.push(Event::EjectionSuppressed {
+            endpoint: addr,
+            reason,
+        });
+    }
+}
+
+fn probation_success(
+    ep: &mut Endpoint,
+    addr: SocketAddr,
+    s: &HealthSettings,
+    now: Instant,
+    events: &mut Vec<Event>,
+) {
+    ep.probation_ok = ep.probation_ok.saturating_add(1);
+    if ep.probation_ok >= s.probation_needed() {
+        ep.probation_ok = 0;
+        ep.become_healthy(addr, Reason::ProbationPassed, now, events);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,3 +1,5 @@
-//! Endpoint health: the pure state machine (`machine`) and the active probes that feed it.
+//! Endpoint health: the pure state machine (`machine`) and the active probes that feed it
+//! (`probe`, the only I/O here).
 
 pub mod machine;
+pub mod probe;

@@ -1,0 +1,253 @@
+//! Live load of one endpoint: requests in flight, peak-EWMA latency of successes, the recent
+//! error rate and the static weight. The pool shares one `Arc<EndpointLoad>` per endpoint with
+//! every selector built over it, so the statistics survive selector rebuilds. Reads and writes
+//! are plain atomics; time is always passed in.
+//!
+//! Each average lives in one `AtomicU64` that packs the value (`f32`) with the time of its last
+//! sample (milliseconds since the load was created, `u32`), so an update is one compare-exchange
+//! and a reader never sees a value with someone else's timestamp.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Time constant of both averages (Finagle and Linkerd use 10 s for peak-EWMA). A sample that
+/// arrives `dt` after the previous one weighs `1 - exp(-dt / EWMA_DECAY)` in the latency average.
+pub const EWMA_DECAY: Duration = Duration::from_secs(10);
+
+/// Weight of one outcome in the error rate: the rate describes roughly the last 100 outcomes,
+/// whatever the traffic (a count, not a clock, so a burst at one instant still registers).
+const ERROR_ALPHA: f64 = 0.01;
+
+/// Marks "no latency sample yet" (a NaN payload we never store as a value).
+const EMPTY: u64 = u64::MAX;
+
+/// How one request went, as the proxy classifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// An answer that is not an endpoint fault (2xx-4xx): its latency is averaged.
+    Success,
+    /// An endpoint fault (5xx, connect failure, reset, timeout): counts in the error rate, its
+    /// latency is never averaged (a fast failure must not look like a fast endpoint).
+    Failure,
+    /// Says nothing about the endpoint (the client went away, the deadline was ours): nothing
+    /// is recorded.
+    Ignored,
+}
+
+/// Live statistics of one endpoint. Create one per endpoint when it joins the pool and keep it
+/// for as long as the endpoint stays.
+#[derive(Debug)]
+pub struct EndpointLoad {
+    epoch: Instant,
+    outstanding: AtomicU64,
+    latency: AtomicU64,
+    errors: AtomicU64,
+    weight: AtomicU32,
+}
+
+/// One request in flight to an endpoint. Dropping it, however that happens (finished, failed,
+/// cancelled, unwound by a panic), releases the in-flight count.
+#[must_use = "the in-flight count is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct InFlight {
+    load: Arc<EndpointLoad>,
+}
+
+// === impl EndpointLoad ===
+
+impl EndpointLoad {
+    /// A new endpoint with static weight 1 and no samples.
+    pub fn new(now: Instant) -> Self {
+        Self::with_weight(1, now)
+    }
+
+    /// A new endpoint with a static weight (0 counts as 1: an endpoint that must get no traffic
+    /// is not eligible, which is the health machine's business).
+    pub fn with_weight(weight: u32, now: Instant) -> Self {
+        Self {
+            epoch: now,
+            outstanding: AtomicU64::new(0),
+            latency: AtomicU64::new(EMPTY),
+            errors: AtomicU64::new(pack(0.0, 0)),
+            weight: AtomicU32::new(weight.max(1)),
+        }
+    }
+
+    /// Start a request: counts it in flight until the returned guard is dropped.
+    pub fn start(self: &Arc<Self>) -> InFlight {
+        self.outstanding.fetch_add(1, Ordering::AcqRel);
+        InFlight {
+            load: Arc::clone(self),
+        }
+    }
+
+    /// Requests in flight right now.
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding.load(Ordering::Acquire)
+    }
+
+    /// The configured static weight (at least 1).
+    pub fn weight(&self) -> u32 {
+        self.weight.load(Ordering::Relaxed)
+    }
+
+    /// Change the static weight (0 counts as 1). Selectors read it when they are built, so the
+    /// change applies from the next rebuild, which a roster change causes anyway.
+    pub fn set_weight(&self, weight: u32) {
+        self.weight.store(weight.max(1), Ordering::Relaxed);
+    }
+
+    /// Peak-EWMA latency of successful requests to the microsecond (the average is kept as an
+    /// `f32`), `None` before the first success.
+    pub fn latency(&self, now: Instant) -> Option<Duration> {
+        self.latency_secs(now)
+            .map(|secs| Duration::from_micros((secs * 1e6).round() as u64))
+    }
+
+    /// Recent share of failed requests, 0.0..=1.0.
+    pub fn error_rate(&self, now: Instant) -> f64 {
+        let (rate, at) = unpack(self.errors.load(Ordering::Acquire));
+        relax(f64::from(rate), self.elapsed_secs(at, now))
+    }
+
+    pub(crate) fn latency_secs(&self, now: Instant) -> Option<f64> {
+        let word = self.latency.load(Ordering::Acquire);
+        if word == EMPTY {
+            return None;
+        }
+        let (value, at) = unpack(word);
+        Some(relax(f64::from(value), self.elapsed_secs(at, now)))
+    }
+
+    /// Record how a request went. Private: outcomes come in through [`InFlight::finish`].
+    fn record(&self, outcome: Outcome, latency: Duration, now: Instant) {
+        match outcome {
+            Outcome::Success => {
+                self.observe_latency(latency.as_secs_f64(), now);
+                self.observe_error(0.0, now);
+            }
+            Outcome::Failure => self.observe_error(1.0, now),
+            Outcome::Ignored => {}
+        }
+    }
+
+    /// Peak-EWMA (Finagle): a sample above the estimate replaces it at once; one below decays in
+    /// with weight `1 - exp(-dt / EWMA_DECAY)`.
+    fn observe_latency(&self, sample: f64, now: Instant) {
+        let stamp = self.stamp(now);
+        self.update(&self.latency, |word| {
+            if word == EMPTY {
+                return pack(sample, stamp);
+            }
+            let (value, at) = unpack(word);
+            let dt = self.elapsed_secs(at, now);
+            let prev = relax(f64::from(value), dt);
+            let next = if sample >= prev {
+                sample
+            } else {
+                let keep = (-dt / EWMA_DECAY.as_secs_f64()).exp();
+                prev * keep + sample * (1.0 - keep)
+            };
+            pack(next, newer(at, stamp))
+        });
+    }
+
+    /// Exponentially weighted share of failures over roughly the last `1 / ERROR_ALPHA` outcomes.
+    fn observe_error(&self, failed: f64, now: Instant) {
+        let stamp = self.stamp(now);
+        self.update(&self.errors, |word| {
+            let (value, at) = unpack(word);
+            let prev = relax(f64::from(value), self.elapsed_secs(at, now));
+            pack(prev + ERROR_ALPHA * (failed - prev), newer(at, stamp))
+        });
+    }
+
+    fn update(&self, cell: &AtomicU64, next: impl Fn(u64) -> u64) {
+        let mut current = cell.load(Ordering::Acquire);
+        loop {
+            match cell.compare_exchange_weak(
+                current,
+                next(current),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Milliseconds since this load was created, wrapping every ~49 days; differences are read
+    /// as signed, so they are right for any two instants less than ~24 days apart.
+    fn stamp(&self, now: Instant) -> u32 {
+        now.saturating_duration_since(self.epoch).as_millis() as u32
+    }
+
+    fn elapsed_secs(&self, at: u32, now: Instant) -> f64 {
+        let diff = self.stamp(now).wrapping_sub(at) as i32;
+        f64::from(diff.max(0)) / 1000.0
+    }
+}
+
+// === impl InFlight ===
+
+impl InFlight {
+    /// Record how the request went, then release it. `latency` is the time to the answer's
+    /// headers (or to the failure).
+    pub fn finish(self, outcome: Outcome, latency: Duration, now: Instant) {
+        self.load.record(outcome, latency, now);
+    }
+
+    /// The endpoint this request went to.
+    pub fn load(&self) -> &Arc<EndpointLoad> {
+        &self.load
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.load.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+// === helpers ===
+
+/// An estimate holds for one time constant after its last sample, then relaxes toward zero with
+/// the same time constant, so an endpoint that was slow (or failing) once and then starved of
+/// traffic is eventually tried again, while a busy endpoint's average is not biased.
+fn relax(value: f64, idle_secs: f64) -> f64 {
+    let decay = EWMA_DECAY.as_secs_f64();
+    if idle_secs <= decay {
+        value
+    } else {
+        value * (-(idle_secs - decay) / decay).exp()
+    }
+}
+
+/// The later of two stamps (samples may arrive slightly out of order).
+fn newer(at: u32, stamp: u32) -> u32 {
+    if (stamp.wrapping_sub(at) as i32) < 0 {
+        at
+    } else {
+        stamp
+    }
+}
+
+fn pack(value: f64, stamp: u32) -> u64 {
+    let value = if value.is_finite() {
+        value.max(0.0)
+    } else {
+        0.0
+    };
+    (u64::from((value as f32).to_bits()) << 32) | u64::from(stamp)
+}
+
+fn unpack(word: u64) -> (f32, u32) {
+    (f32::from_bits((word >> 32) as u32), word as u32)
+}
+
+#[cfg(test)]
+mod tests;

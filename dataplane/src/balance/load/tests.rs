@@ -1,0 +1,231 @@
+//! Tests of `EndpointLoad` and `InFlight`: the guard on every path, the averages over time.
+
+use std::future::{Future, pending};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn load_at(t0: Instant) -> Arc<EndpointLoad> {
+    Arc::new(EndpointLoad::new(t0))
+}
+
+#[test]
+fn in_flight_is_released_when_dropped_without_finish() {
+    let load = load_at(Instant::now());
+    let a = load.start();
+    let b = load.start();
+    assert_eq!(load.outstanding(), 2);
+    drop(a);
+    assert_eq!(load.outstanding(), 1);
+    drop(b);
+    assert_eq!(load.outstanding(), 0);
+}
+
+#[test]
+fn in_flight_is_released_on_finish_whatever_the_outcome() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    for outcome in [Outcome::Success, Outcome::Failure, Outcome::Ignored] {
+        let guard = load.start();
+        assert_eq!(load.outstanding(), 1);
+        guard.finish(outcome, ms(5), t0);
+        assert_eq!(load.outstanding(), 0);
+    }
+}
+
+#[test]
+fn in_flight_is_released_when_the_request_panics() {
+    let load = load_at(Instant::now());
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let _guard = load.start();
+        panic!("handler blew up mid-request");
+    }));
+    assert!(result.is_err());
+    assert_eq!(load.outstanding(), 0);
+}
+
+#[test]
+fn in_flight_is_released_when_the_request_future_is_cancelled() {
+    let load = load_at(Instant::now());
+    let request = {
+        let load = Arc::clone(&load);
+        async move {
+            let _guard = load.start();
+            pending::<()>().await;
+        }
+    };
+    {
+        let mut request = pin!(request);
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(request.as_mut().poll(&mut cx), Poll::Pending);
+        assert_eq!(load.outstanding(), 1);
+        // The client goes away: the future is dropped while it waits.
+    }
+    assert_eq!(load.outstanding(), 0);
+}
+
+#[test]
+fn a_new_endpoint_has_no_latency_and_no_errors() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    assert_eq!(load.latency(t0), None);
+    assert_eq!(load.error_rate(t0), 0.0);
+    assert_eq!(load.weight(), 1);
+}
+
+#[test]
+fn zero_weight_counts_as_one() {
+    let t0 = Instant::now();
+    assert_eq!(EndpointLoad::with_weight(0, t0).weight(), 1);
+    let load = EndpointLoad::with_weight(3, t0);
+    load.set_weight(0);
+    assert_eq!(load.weight(), 1);
+}
+
+#[test]
+fn latency_jumps_to_a_higher_sample_at_once() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    load.start().finish(Outcome::Success, ms(20), t0);
+    load.start().finish(Outcome::Success, ms(300), t0 + ms(1));
+    assert_eq!(load.latency(t0 + ms(1)), Some(ms(300)));
+}
+
+#[test]
+fn latency_decays_toward_a_lower_sample_over_the_time_constant() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    load.start().finish(Outcome::Success, ms(300), t0);
+    // One time constant later, a 100 ms sample pulls the estimate 1 - 1/e of the way down.
+    let t1 = t0 + EWMA_DECAY;
+    load.start().finish(Outcome::Success, ms(100), t1);
+    let got = load
+        .latency(t1)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    let want = 0.3 * (-1.0f64).exp() + 0.1 * (1.0 - (-1.0f64).exp());
+    assert!((got - want).abs() < 1e-4, "got {got}, want {want}");
+    // A sample right after the previous one barely moves it.
+    load.start().finish(Outcome::Success, ms(100), t1 + ms(10));
+    let later = load.latency(t1 + ms(10)).map(|d| d.as_secs_f64());
+    assert!(later.is_some_and(|l| (l - want).abs() < 1e-3));
+}
+
+#[test]
+fn failure_latencies_are_never_averaged() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    load.start().finish(Outcome::Success, ms(200), t0);
+    for i in 1..=50 {
+        load.start()
+            .finish(Outcome::Failure, ms(8), t0 + ms(100 * i));
+    }
+    assert_eq!(load.latency(t0 + ms(5000)), Some(ms(200)));
+}
+
+#[test]
+fn ignored_outcomes_record_nothing() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    load.start().finish(Outcome::Ignored, ms(1), t0);
+    assert_eq!(load.latency(t0), None);
+    assert_eq!(load.error_rate(t0), 0.0);
+}
+
+#[test]
+fn error_rate_tracks_the_recent_share_of_failures() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    // One failure in five, for many requests: the rate settles near 20%.
+    for i in 0..2_000u64 {
+        let outcome = if i % 5 == 0 {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        };
+        load.start().finish(outcome, ms(8), t0 + ms(i));
+    }
+    let rate = load.error_rate(t0 + ms(2_000));
+    assert!((0.15..0.25).contains(&rate), "rate {rate}");
+    // Then a long run of successes brings it back down.
+    for i in 0..1_000u64 {
+        load.start()
+            .finish(Outcome::Success, ms(8), t0 + ms(2_000 + i));
+    }
+    assert!(load.error_rate(t0 + ms(3_000)) < 0.001);
+}
+
+#[test]
+fn one_failure_among_many_successes_stays_under_one_percent() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    for _ in 0..200 {
+        load.start().finish(Outcome::Success, ms(8), t0);
+    }
+    load.start().finish(Outcome::Failure, ms(8), t0);
+    assert!(load.error_rate(t0) <= 0.01);
+}
+
+#[test]
+fn estimates_hold_for_one_time_constant_then_relax_so_a_starved_endpoint_is_retried() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    load.start().finish(Outcome::Success, ms(2_000), t0);
+    for _ in 0..50 {
+        load.start().finish(Outcome::Failure, ms(1), t0);
+    }
+    let rate = load.error_rate(t0);
+    assert_eq!(load.latency(t0 + EWMA_DECAY), Some(ms(2_000)));
+    assert_eq!(load.error_rate(t0 + EWMA_DECAY), rate);
+    let much_later = t0 + EWMA_DECAY * 6;
+    let latency = load.latency(much_later).unwrap_or_default();
+    assert!(latency < ms(20), "latency {latency:?}");
+    assert!(load.error_rate(much_later) < rate / 100.0);
+}
+
+#[test]
+fn after_a_long_idle_a_lower_sample_replaces_the_stale_estimate() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    load.start().finish(Outcome::Success, ms(2_000), t0);
+    let later = t0 + EWMA_DECAY * 10;
+    load.start().finish(Outcome::Success, ms(50), later);
+    let latency = load.latency(later).unwrap_or_default();
+    assert!(latency >= ms(50) && latency < ms(51), "latency {latency:?}");
+}
+
+#[test]
+fn out_of_order_samples_do_not_move_the_clock_backwards() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    load.start().finish(Outcome::Success, ms(100), t0 + ms(500));
+    load.start().finish(Outcome::Success, ms(50), t0 + ms(400));
+    // The older sample counts with no weight of time, and the stamp stays at 500 ms.
+    assert_eq!(load.latency(t0 + EWMA_DECAY + ms(500)), Some(ms(100)));
+}
+
+#[test]
+fn concurrent_guards_from_many_threads_balance_out() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for i in 0..1_000u64 {
+                    let guard = load.start();
+                    if i % 2 == 0 {
+                        guard.finish(Outcome::Success, ms(i % 7), t0 + ms(i));
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(load.outstanding(), 0);
+    assert!(load.latency(t0 + ms(1_000)).is_some());
+}

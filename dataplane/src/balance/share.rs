@@ -1,0 +1,171 @@
+//! Recent picks per endpoint and in total over a short sliding window, so a selector can hold
+//! every endpoint to a multiple of its fair share. One `ShareTracker` belongs to a pool and
+//! outlives the selectors built over it: a rebuild picks up each endpoint's state by address
+//! (its window, and its round-robin score, so the rotation continues across rebuilds). It also
+//! keeps the last hash ring, since the pool rebuilds on every health tick and a ring of tens of
+//! thousands of points is worth reusing while the endpoints and weights stay the same.
+//!
+//! A window is a few time buckets, each one `AtomicU64` packing the bucket's tick with its
+//! count, so recording a pick is one compare-exchange per counter and reading is a few loads.
+//! The address map is only touched when a selector is built, never per pick.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use super::ring::Ring;
+
+/// How far back picks are counted by default.
+pub const DEFAULT_SHARE_WINDOW: Duration = Duration::from_secs(2);
+
+/// Buckets per window: the window slides in steps of `window / BUCKETS`.
+const BUCKETS: u64 = 4;
+
+/// Low bits of a bucket word hold the count, high bits the tick.
+const COUNT_BITS: u32 = 24;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+
+/// Recent picks of one pool: per endpoint address and in total.
+#[derive(Debug)]
+pub struct ShareTracker {
+    epoch: Instant,
+    bucket_ms: u64,
+    total: PickWindow,
+    endpoints: Mutex<HashMap<SocketAddr, Arc<EndpointShare>>>,
+    ring: Mutex<Option<CachedRing>>,
+}
+
+/// A ring and the `(address, effective weight)` list it was built from.
+type CachedRing = (Vec<(SocketAddr, f64)>, Arc<Ring>);
+
+/// What the pool keeps about one endpoint across selector rebuilds.
+#[derive(Debug, Default)]
+pub(crate) struct EndpointShare {
+    pub(crate) picks: PickWindow,
+    /// Smooth round robin's running score.
+    pub(crate) round_robin: AtomicI64,
+}
+
+/// Picks counted in time buckets; see the module header.
+#[derive(Debug, Default)]
+pub(crate) struct PickWindow {
+    buckets: [AtomicU64; BUCKETS as usize],
+}
+
+// === impl ShareTracker ===
+
+impl ShareTracker {
+    /// A tracker over [`DEFAULT_SHARE_WINDOW`].
+    pub fn new(now: Instant) -> Self {
+        Self::with_window(DEFAULT_SHARE_WINDOW, now)
+    }
+
+    /// A tracker over `window` (at least a few milliseconds).
+    pub fn with_window(window: Duration, now: Instant) -> Self {
+        let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+        Self {
+            epoch: now,
+            bucket_ms: (window_ms / BUCKETS).max(1),
+            total: PickWindow::default(),
+            endpoints: Mutex::new(HashMap::new()),
+            ring: Mutex::new(None),
+        }
+    }
+
+    /// Picks of every endpoint in the window ending at `now`.
+    pub fn recent_total(&self, now: Instant) -> u64 {
+        self.total.recent(self.tick(now))
+    }
+
+    /// Picks of one endpoint in the window ending at `now` (0 for an unknown address). Takes
+    /// the address map's lock: for metrics and tests, not for the request path.
+    pub fn recent_picks(&self, addr: SocketAddr, now: Instant) -> u64 {
+        let endpoint = self.endpoints.lock().get(&addr).cloned();
+        endpoint.map_or(0, |e| e.picks.recent(self.tick(now)))
+    }
+
+    /// The state of `addr`, created on first use. Called when a selector is built.
+    pub(crate) fn endpoint(&self, addr: SocketAddr) -> Arc<EndpointShare> {
+        Arc::clone(self.endpoints.lock().entry(addr).or_default())
+    }
+
+    /// Forget endpoints no selector refers to any more. Called when a selector is built; an
+    /// endpoint that leaves and comes back within the window simply starts from zero.
+    pub(crate) fn prune(&self) {
+        self.endpoints
+            .lock()
+            .retain(|_, endpoint| Arc::strong_count(endpoint) > 1);
+    }
+
+    /// The ring over `endpoints` (`(address, effective weight)` in candidate order): the last
+    /// one when nothing changed, a new one otherwise.
+    pub(crate) fn ring(&self, endpoints: Vec<(SocketAddr, f64)>) -> Arc<Ring> {
+        let mut cached = self.ring.lock();
+        if let Some((built_from, ring)) = cached.as_ref()
+            && *built_from == endpoints
+        {
+            return Arc::clone(ring);
+        }
+        let ring = Arc::new(Ring::new(&endpoints));
+        *cached = Some((endpoints, Arc::clone(&ring)));
+        ring
+    }
+
+    pub(crate) fn tick(&self, now: Instant) -> u64 {
+        let ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis())
+            .unwrap_or(u64::MAX);
+        ms / self.bucket_ms
+    }
+
+    pub(crate) fn total_at(&self, tick: u64) -> u64 {
+        self.total.recent(tick)
+    }
+
+    /// Count one pick of `endpoint`.
+    pub(crate) fn record(&self, endpoint: &EndpointShare, tick: u64) {
+        endpoint.picks.add(tick);
+        self.total.add(tick);
+    }
+}
+
+// === impl PickWindow ===
+
+impl PickWindow {
+    /// Picks in the buckets of the last `BUCKETS` ticks (the current one included).
+    pub(crate) fn recent(&self, tick: u64) -> u64 {
+        self.buckets
+            .iter()
+            .map(|b| b.load(Ordering::Acquire))
+            .filter(|&word| tick.saturating_sub(word >> COUNT_BITS) < BUCKETS)
+            .map(|word| word & COUNT_MASK)
+            .sum()
+    }
+
+    fn add(&self, tick: u64) {
+        let bucket = &self.buckets[(tick % BUCKETS) as usize];
+        let mut current = bucket.load(Ordering::Acquire);
+        loop {
+            let stored = current >> COUNT_BITS;
+            let next = if stored < tick {
+                (tick << COUNT_BITS) | 1
+            } else {
+                // Same tick, or a newer one already owns this bucket (a caller with a slightly
+                // older `now`): count the pick there rather than lose it. Saturate rather than
+                // carry into the tick (16 M picks per bucket is far away).
+                current + u64::from(current & COUNT_MASK < COUNT_MASK)
+            };
+            match bucket.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+//! Picks up a changed config file without a restart. The file is re-read every `interval` and at
+//! once on SIGHUP; a file whose bytes did not change is not re-parsed. Polling rather than inotify
+//! because Kubernetes updates a mounted ConfigMap by swapping a symlink, which file-event watchers
+//! miss unless they watch the right directory, while a read every second is cheap and always
+//! right. A refused file is logged with its reason and counted; the last good config keeps serving.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::SidecarConfig;
+use crate::metrics::Metrics;
+
+/// Watch `path`, publishing each new valid config on `tx`.
+pub fn spawn(
+    path: PathBuf,
+    interval: Duration,
+    tx: watch::Sender<Arc<SidecarConfig>>,
+    metrics: Arc<Metrics>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        {
+            Ok(s) => Some(s),
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGHUP; reloading on file change only");
+                None
+            }
+        };
+        let mut last_bytes = std::fs::read(&path).ok();
+        loop {
+            let forced = tokio::select! {
+                _ = tokio::time::sleep(interval) => false,
+                Some(()) = async { match hangup.as_mut() { Some(s) => s.recv().await, None => std::future::pending().await } } => true,
+            };
+            let bytes = match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(error) => {
+                    if forced || last_bytes.is_some() {
+                        tracing::warn!(path = %path.display(), %error, "config file unreadable; keeping the last good config");
+                        metrics.config_reloads.with_label_values(&["error"]).inc();
+                    }
+                    last_bytes = None;
+                    continue;
+                }
+            };
+            if !forced && last_bytes.as_deref() == Some(bytes.as_slice()) {
+                continue;
+            }
+            last_bytes = Some(bytes.clone());
+            let text = String::from_utf8_lossy(&bytes);
+            match SidecarConfig::parse(&text, &path.display().to_string()) {
+                Ok(config) => {
+                    metrics.config_reloads.with_label_values(&["applied"]).inc();
+                    tracing::info!(path = %path.display(), pools = config.pools.len(), "config reloaded");
+                    tx.send_replace(Arc::new(config));
+                }
+                Err(error) => {
+                    metrics.config_reloads.with_label_values(&["refused"]).inc();
+                    tracing::error!(%error, "config refused; keeping the last good config");
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,212 @@
+//! One endpoint's record: its state and everything the machine remembers to move it on.
+//! The pool-level rules (ejection budget, panic) live in `machine.rs`; this file only knows
+//! how a single endpoint changes state and what it keeps while doing so.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Event, HealthSettings, Reason, State};
+use crate::outlier::{Consecutive, Detector};
+
+/// Longest error detail kept, in characters: enough for "connect: connection refused (os
+/// error 111)", too short to carry a request body by accident.
+const MAX_DETAIL: usize = 200;
+
+/// Why a draining endpoint is draining.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Drain {
+    /// Still in the roster, `terminating`: a last-resort route.
+    Terminating,
+    /// Gone from the roster: never routed.
+    Removed,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Endpoint {
+    pub state: State,
+    pub reason: Reason,
+    pub since: Instant,
+    /// Set while draining, with the state to return to if the endpoint comes back.
+    pub drain: Option<(Drain, State)>,
+    pub probe_ok: u32,
+    pub probe_fail: Consecutive,
+    pub detector: Detector,
+    pub probation_ok: u32,
+    /// `n`: ejections that still weigh on the next ejection's length (decays while healthy).
+    pub multiplier: u32,
+    pub ejections_total: u64,
+    pub ejected_until: Option<Instant>,
+    /// Start of the healthy stretch that is currently earning a decay of `multiplier`.
+    pub decay_from: Option<Instant>,
+    pub suppressed: bool,
+    pub slow_start_from: Option<Instant>,
+    /// Joined a pool that was already serving: ramp up when it first turns healthy.
+    pub slow_start_pending: bool,
+    pub last_error: Option<(String, Instant)>,
+    pub probe_successes: u64,
+    pub probe_failures: u64,
+}
+
+// === impl Endpoint ===
+
+impl Endpoint {
+    pub fn new(slow_start_pending: bool, now: Instant) -> Self {
+        Self {
+            state: State::Unknown,
+            reason: Reason::New,
+            since: now,
+            drain: None,
+            probe_ok: 0,
+            probe_fail: Consecutive::default(),
+            detector: Detector::new(),
+            probation_ok: 0,
+            multiplier: 0,
+            ejections_total: 0,
+            ejected_until: None,
+            decay_from: None,
+            suppressed: false,
+            slow_start_from: None,
+            slow_start_pending,
+            last_error: None,
+            probe_successes: 0,
+            probe_failures: 0,
+        }
+    }
+
+    /// Move to `to`, emitting exactly one transition; a no-op when already there.
+    pub fn set_state(
+        &mut self,
+        addr: SocketAddr,
+        to: State,
+        reason: Reason,
+        now: Instant,
+        events: &mut Vec<Event>,
+    ) {
+        if self.state == to {
+            return;
+        }
+        events.push(Event::Transition {
+            endpoint: addr,
+            from: self.state,
+            to,
+            reason,
+        });
+        self.decay_from = (to == State::Healthy).then_some(now);
+        self.state = to;
+        self.reason = reason;
+        self.since = now;
+    }
+
+    /// Turn healthy, ramping up when it joins from probation or as a newcomer to a busy pool.
+    pub fn become_healthy(
+        &mut self,
+        addr: SocketAddr,
+        reason: Reason,
+        now: Instant,
+        events: &mut Vec<Event>,
+    ) {
+        if reason == Reason::ProbationPassed || self.slow_start_pending {
+            self.slow_start_from = Some(now);
+        }
+        self.slow_start_pending = false;
+        self.suppressed = false;
+        self.set_state(addr, State::Healthy, reason, now, events);
+    }
+
+    /// Eject for `reason`; the `n`-th ejection lasts `base × n` (capped).
+    pub fn eject(
+        &mut self,
+        addr: SocketAddr,
+        reason: Reason,
+        settings: &HealthSettings,
+        now: Instant,
+        events: &mut Vec<Event>,
+    ) {
+        self.multiplier = self.multiplier.saturating_add(1);
+        self.ejections_total = self.ejections_total.saturating_add(1);
+        self.ejected_until = Some(now + settings.ejection_time(self.multiplier));
+        self.reset_evidence();
+        self.suppressed = false;
+        self.slow_start_from = None;
+        self.slow_start_pending = false;
+        self.set_state(addr, State::Ejected, reason, now, events);
+    }
+
+    /// Forget streaks and the error window, so the endpoint has to trip again from scratch.
+    pub fn reset_evidence(&mut self) {
+        self.probe_ok = 0;
+        self.probe_fail.reset();
+        self.detector.reset();
+        self.probation_ok = 0;
+    }
+
+    /// Ejected → Probation once the time is served and, with probes on, they agree.
+    pub fn try_readmit(
+        &mut self,
+        addr: SocketAddr,
+        settings: &HealthSettings,
+        now: Instant,
+        events: &mut Vec<Event>,
+    ) {
+        let served = self.ejected_until.is_none_or(|until| now >= until);
+        if self.state != State::Ejected || !served {
+            return;
+        }
+        let reason = if !settings.probes_enabled {
+            Reason::EjectionExpired
+        } else if self.probe_ok >= settings.healthy_probes() {
+            Reason::ProbeSucceeded
+        } else {
+            return;
+        };
+        self.ejected_until = None;
+        self.probation_ok = 0;
+        self.set_state(addr, State::Probation, reason, now, events);
+    }
+
+    /// Take one step off `multiplier` for every full `base` spent healthy.
+    pub fn decay(&mut self, base: Duration, now: Instant) {
+        let Some(from) = self.decay_from else { return };
+        if self.state != State::Healthy || self.multiplier == 0 {
+            return;
+        }
+        if base.is_zero() {
+            self.multiplier = 0;
+            return;
+        }
+        let steps = now.saturating_duration_since(from).as_nanos() / base.as_nanos();
+        let steps = u32::try_from(steps)
+            .unwrap_or(u32::MAX)
+            .min(self.multiplier);
+        self.multiplier -= steps;
+        self.decay_from = Some(from + base.saturating_mul(steps));
+    }
+
+    /// Slow-start factor: 0.1 → 1.0 linearly over `window` from the start of the ramp.
+    pub fn weight_factor(&self, window: Duration, now: Instant) -> f64 {
+        match self.slow_start_from {
+            Some(from) if self.state == State::Healthy && !window.is_zero() => {
+                let done = now.saturating_duration_since(from).as_secs_f64() / window.as_secs_f64();
+                (0.1 + 0.9 * done).min(1.0)
+            }
+            _ => 1.0,
+        }
+    }
+
+    pub fn note_error(&mut self, detail: &str, now: Instant) {
+        self.last_error = Some((sanitize(detail), now));
+    }
+}
+
+/// Keep an error detail printable and short. Callers pass what went wrong ("connection
+/// refused", "HTTP 503"), never headers or bodies; this is the backstop, not the filter.
+pub(super) fn sanitize(detail: &str) -> String {
+    let clean: String = detail
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_DETAIL)
+        .collect();
+    clean.trim().to_owned()
+}

@@ -1,0 +1,210 @@
+//! Ejected → Probation → Healthy, and the one-strike rule on probation.
+
+use super::*;
+
+#[test]
+fn ejected_endpoint_returns_only_through_probation() {
+    let mut fx = Fx::healthy(settings(), 4);
+    let mut events = fx.eject(1);
+    events.extend(fx.advance(BASE));
+    events.extend(fx.probes(1, true, 2));
+    assert_eq!(fx.class(1), Some(RouteClass::Probation));
+    events.extend(fx.requests(1, Outcome::Success, 3));
+    events.extend(fx.probes(1, true, 2));
+    assert_eq!(
+        events,
+        vec![
+            moved(1, State::Healthy, State::Ejected, Reason::ProbeFailures),
+            moved(1, State::Ejected, State::Probation, Reason::ProbeSucceeded),
+            moved(1, State::Probation, State::Healthy, Reason::ProbationPassed),
+        ]
+    );
+    assert_eq!(fx.class(1), Some(RouteClass::Normal));
+}
+
+#[test]
+fn probe_evidence_before_expiry_does_not_shorten_the_ejection() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    for _ in 0..29 {
+        assert_eq!(fx.advance(SEC), vec![]);
+        assert_eq!(fx.probe(1, true), vec![]);
+    }
+    assert_eq!(fx.state(1), State::Ejected);
+    assert_eq!(
+        fx.advance(SEC),
+        vec![moved(
+            1,
+            State::Ejected,
+            State::Probation,
+            Reason::ProbeSucceeded
+        )],
+        "successes counted while ejected readmit on the tick at expiry"
+    );
+}
+
+#[test]
+fn with_probes_an_expired_ejection_still_needs_healthy_threshold_successes() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    assert_eq!(fx.advance(10 * BASE), vec![]);
+    assert_eq!(fx.probe(1, true), vec![]);
+    assert_eq!(fx.state(1), State::Ejected);
+    assert_eq!(
+        fx.probe(1, true),
+        vec![moved(
+            1,
+            State::Ejected,
+            State::Probation,
+            Reason::ProbeSucceeded
+        )]
+    );
+}
+
+#[test]
+fn a_probe_failure_while_ejected_restarts_the_evidence() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.advance(BASE);
+    fx.probe(1, true);
+    assert_eq!(
+        fx.probe(1, false),
+        vec![],
+        "a failure while ejected does not re-eject"
+    );
+    assert_eq!(fx.report(1).ejection_multiplier, 1);
+    assert_eq!(fx.probe(1, true), vec![]);
+    assert_eq!(fx.state(1), State::Ejected);
+    assert_eq!(fx.probe(1, true).len(), 1);
+    assert_eq!(fx.state(1), State::Probation);
+}
+
+#[test]
+fn without_probes_expiry_alone_leads_serve_into_probation() {
+    let mut fx = Fx::healthy(passive_only(), 4);
+    fx.requests(1, Outcome::GatewayError, 3);
+    assert_eq!(fx.state(1), State::Ejected);
+    assert_eq!(fx.advance(BASE - SEC), vec![]);
+    assert_eq!(
+        fx.advance(SEC),
+        vec![moved(
+            1,
+            State::Ejected,
+            State::Probation,
+            Reason::EjectionExpired
+        )]
+    );
+    // Passive re-admission: five real successes on the trickle.
+    fx.requests(1, Outcome::Success, 4);
+    assert_eq!(
+        fx.request(1, Outcome::Success),
+        vec![moved(
+            1,
+            State::Probation,
+            State::Healthy,
+            Reason::ProbationPassed
+        )]
+    );
+}
+
+#[test]
+fn requests_and_probes_both_count_on_probation_and_4xx_is_neutral() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.serve_into_probation(1);
+    fx.request(1, Outcome::Success);
+    fx.probe(1, true);
+    fx.requests(1, Outcome::ClientError, 10);
+    fx.request(1, Outcome::Success);
+    fx.probe(1, true);
+    assert_eq!(fx.report(1).probation_successes, 4);
+    assert_eq!(fx.state(1), State::Probation);
+    fx.request(1, Outcome::Success);
+    assert_eq!(fx.state(1), State::Healthy);
+}
+
+#[test]
+fn three_to_leave_five_to_return_one_to_leave_again() {
+    let mut fx = Fx::healthy(settings(), 4);
+    // Three probe failures to leave.
+    fx.probes(1, false, 2);
+    assert_eq!(fx.state(1), State::Healthy);
+    fx.probe(1, false);
+    assert_eq!(fx.state(1), State::Ejected);
+    // Four successes on probation are not enough; one failure sends it straight back.
+    fx.serve_into_probation(1);
+    fx.probes(1, true, 4);
+    assert_eq!(
+        fx.request(1, Outcome::GatewayError),
+        vec![moved(
+            1,
+            State::Probation,
+            State::Ejected,
+            Reason::ProbationFailed
+        )]
+    );
+    assert_eq!(
+        fx.report(1).ejection_remaining_seconds,
+        Some(60),
+        "a longer ejection"
+    );
+    // Five in a row to return.
+    fx.serve_into_probation(1);
+    fx.probes(1, true, 4);
+    assert_eq!(fx.state(1), State::Probation);
+    fx.probe(1, true);
+    assert_eq!(fx.state(1), State::Healthy);
+}
+
+#[test]
+fn any_failure_on_probation_re_ejects() {
+    for failure in ["probe", "5xx", "gateway"] {
+        let mut fx = Fx::healthy(settings(), 4);
+        fx.eject(1);
+        fx.serve_into_probation(1);
+        let events = match failure {
+            "probe" => fx.probe(1, false),
+            "5xx" => fx.request(1, Outcome::ServerError),
+            _ => fx.request(1, Outcome::GatewayError),
+        };
+        assert_eq!(
+            events,
+            vec![moved(
+                1,
+                State::Probation,
+                State::Ejected,
+                Reason::ProbationFailed
+            )],
+            "{failure}"
+        );
+        assert_eq!(fx.report(1).ejection_multiplier, 2, "{failure}");
+    }
+}
+
+#[test]
+fn probation_failure_is_never_suppressed_by_the_ejection_budget() {
+    let s = HealthSettings {
+        max_ejection_percent: 25,
+        ..settings()
+    };
+    let mut fx = Fx::healthy(s, 4);
+    fx.eject(1);
+    fx.serve_into_probation(1);
+    fx.probe(1, false);
+    assert_eq!(fx.state(1), State::Ejected);
+}
+
+#[test]
+fn re_admitted_endpoint_starts_with_clean_counters() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.requests(1, Outcome::ServerError, 2);
+    fx.eject(1);
+    fx.serve_into_probation(1);
+    fx.probes(1, true, 5);
+    let r = fx.report(1);
+    assert_eq!((r.consecutive_5xx, r.consecutive_probe_failures), (0, 0));
+    // It takes the full streaks again to leave.
+    fx.requests(1, Outcome::GatewayError, 2);
+    fx.probes(1, false, 2);
+    assert_eq!(fx.state(1), State::Healthy);
+}

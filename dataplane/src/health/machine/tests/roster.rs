@@ -1,0 +1,216 @@
+//! Roster changes (draining, terminating, back in roster), settings reload and slow start.
+
+use super::*;
+
+#[test]
+fn terminating_endpoint_drains_and_is_only_a_fallback() {
+    let mut fx = Fx::healthy(settings(), 2);
+    assert_eq!(
+        fx.upsert(1, true),
+        vec![moved(
+            1,
+            State::Healthy,
+            State::Draining,
+            Reason::Terminating
+        )]
+    );
+    assert_eq!(fx.class(1), Some(RouteClass::TerminatingFallback));
+    assert_eq!(
+        fx.upsert(1, true),
+        vec![],
+        "repeated upserts change nothing"
+    );
+}
+
+#[test]
+fn removed_endpoint_drains_unrouted_until_forgotten() {
+    let mut fx = Fx::healthy(settings(), 2);
+    assert_eq!(
+        fx.pool.remove(addr(1), fx.now),
+        vec![moved(
+            1,
+            State::Healthy,
+            State::Draining,
+            Reason::RemovedFromRoster
+        )]
+    );
+    assert_eq!(fx.pool.remove(addr(1), fx.now), vec![]);
+    assert_eq!(fx.class(1), None);
+    assert_eq!(fx.report(1).state, State::Draining);
+    assert_eq!(fx.pool.forget(addr(1)), vec![]);
+    assert_eq!(fx.pool.state(addr(1)), None);
+    assert_eq!(fx.pool.reports(fx.now).len(), 1);
+}
+
+#[test]
+fn terminating_then_removed_stops_being_a_fallback() {
+    let mut fx = Fx::healthy(settings(), 2);
+    fx.upsert(1, true);
+    assert_eq!(
+        fx.pool.remove(addr(1), fx.now),
+        vec![],
+        "still Draining: no transition"
+    );
+    assert_eq!(fx.report(1).reason, Reason::RemovedFromRoster);
+    assert_eq!(fx.class(1), None);
+}
+
+#[test]
+fn new_endpoint_that_is_already_terminating_drains_at_once() {
+    let mut fx = Fx::healthy(settings(), 1);
+    assert_eq!(
+        fx.upsert(2, true),
+        vec![moved(
+            2,
+            State::Unknown,
+            State::Draining,
+            Reason::Terminating
+        )]
+    );
+    assert_eq!(fx.class(2), Some(RouteClass::TerminatingFallback));
+}
+
+#[test]
+fn back_in_roster_returns_to_the_state_it_left() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.upsert(1, true);
+    assert_eq!(
+        fx.upsert(1, false),
+        vec![moved(
+            1,
+            State::Draining,
+            State::Healthy,
+            Reason::BackInRoster
+        )]
+    );
+    // A roster flap does not launder an ejection.
+    fx.eject(2);
+    fx.pool.remove(addr(2), fx.now);
+    assert_eq!(
+        fx.upsert(2, false),
+        vec![moved(
+            2,
+            State::Draining,
+            State::Ejected,
+            Reason::BackInRoster
+        )]
+    );
+    assert_eq!(fx.report(2).ejection_remaining_seconds, Some(30));
+    // Unknown stays unknown.
+    fx.upsert(5, true);
+    fx.upsert(5, false);
+    assert_eq!(fx.state(5), State::Unknown);
+}
+
+#[test]
+fn removed_endpoint_that_returns_terminating_becomes_a_fallback() {
+    let mut fx = Fx::healthy(settings(), 2);
+    fx.pool.remove(addr(1), fx.now);
+    assert_eq!(fx.upsert(1, true), vec![]);
+    assert_eq!(fx.report(1).reason, Reason::Terminating);
+    assert_eq!(fx.class(1), Some(RouteClass::TerminatingFallback));
+}
+
+#[test]
+fn evidence_about_draining_endpoints_changes_no_state() {
+    let mut fx = Fx::healthy(settings(), 2);
+    fx.upsert(1, true);
+    assert_eq!(fx.probes(1, false, 10), vec![]);
+    assert_eq!(fx.requests(1, Outcome::GatewayError, 10), vec![]);
+    let r = fx.report(1);
+    assert_eq!((r.state, r.probe_failures_total), (State::Draining, 10));
+    assert_eq!(
+        fx.upsert(1, false),
+        vec![moved(
+            1,
+            State::Draining,
+            State::Healthy,
+            Reason::BackInRoster
+        )]
+    );
+}
+
+#[test]
+fn settings_reload_keeps_every_endpoint_state() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.requests(2, Outcome::ServerError, 4);
+    let before = fx.pool.reports(fx.now);
+    let reloaded = HealthSettings {
+        unhealthy_threshold: 1,
+        consecutive_5xx: 10,
+        ..settings()
+    };
+    assert_eq!(fx.pool.set_settings(reloaded), vec![]);
+    assert_eq!(fx.pool.reports(fx.now), before);
+    // The new knobs apply from now on.
+    fx.request(2, Outcome::ServerError);
+    assert_eq!(fx.state(2), State::Healthy, "consecutive5xx is 10 now");
+    fx.probe(3, false);
+    assert_eq!(fx.state(3), State::Ejected, "unhealthyThreshold is 1 now");
+}
+
+#[test]
+fn slow_start_ramps_linearly_after_probation() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.serve_into_probation(1);
+    assert!(
+        close(fx.weight(1), 1.0),
+        "probation is shaped by class, not weight"
+    );
+    fx.probes(1, true, 5);
+    let mut seen = vec![];
+    for _ in 0..4 {
+        seen.push(fx.weight(1));
+        fx.advance(10 * SEC);
+    }
+    let want = [0.1, 0.4, 0.7, 1.0];
+    assert!(seen.iter().zip(want).all(|(a, b)| close(*a, b)), "{seen:?}");
+    fx.advance(100 * SEC);
+    assert!(close(fx.weight(1), 1.0));
+    assert!(close(fx.report(1).weight_factor, 1.0));
+}
+
+#[test]
+fn newcomer_to_a_serving_pool_ramps_up_but_the_first_roster_does_not() {
+    let mut fx = Fx::healthy(settings(), 2);
+    assert!(close(fx.weight(1), 1.0) && close(fx.weight(2), 1.0));
+    fx.upsert(3, false);
+    assert!(close(fx.weight(3), 1.0), "unknown endpoints are not ramped");
+    fx.advance(5 * SEC);
+    fx.probe(3, true);
+    assert!(close(fx.weight(3), 0.1));
+    fx.advance(15 * SEC);
+    assert!(close(fx.weight(3), 0.55));
+}
+
+#[test]
+fn zero_slow_start_window_gives_full_weight_at_once() {
+    let s = HealthSettings {
+        slow_start_window: Duration::ZERO,
+        ..settings()
+    };
+    let mut fx = Fx::healthy(s, 4);
+    fx.eject(1);
+    fx.serve_into_probation(1);
+    fx.probes(1, true, 5);
+    assert!(close(fx.weight(1), 1.0));
+}
+
+#[test]
+fn an_ejection_during_slow_start_ends_the_ramp() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.serve_into_probation(1);
+    fx.probes(1, true, 5);
+    fx.advance(10 * SEC);
+    fx.eject(1);
+    assert!(close(fx.report(1).weight_factor, 1.0));
+    fx.serve_into_probation(1);
+    fx.probes(1, true, 5);
+    assert!(
+        close(fx.weight(1), 0.1),
+        "a fresh ramp after the next probation"
+    );
+}

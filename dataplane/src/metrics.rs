@@ -1,0 +1,204 @@
+//! The sidecar's Prometheus metrics, named in one place. Labels are bounded: `pool` and
+//! `endpoint` come from the configuration (an endpoint's series are removed when it leaves),
+//! everything else is a small fixed set of words; request data never becomes a label.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// Latency buckets in seconds, from sub-millisecond proxying to multi-second timeouts.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+pub struct Metrics {
+    registry: Registry,
+    /// Requests answered to the application, by final outcome.
+    pub requests: IntCounterVec,
+    /// Tries sent to endpoints, by outcome: a retried request counts once per try.
+    pub attempts: IntCounterVec,
+    pub request_duration: HistogramVec,
+    /// 1 for the endpoint's current state, 0 for the others.
+    pub endpoint_state: IntGaugeVec,
+    pub ejections: IntCounterVec,
+    /// Ejections that max-ejection-percent refused.
+    pub ejections_suppressed: IntCounterVec,
+    pub probes: IntCounterVec,
+    pub panic: IntGaugeVec,
+    pub retries: IntCounterVec,
+    pub config_reloads: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let counter =
+            |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, prometheus::Error> {
+                let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+                registry.register(Box::new(c.clone()))?;
+                Ok(c)
+            };
+        let requests = counter(
+            "rollcall_requests_total",
+            "Requests answered to the application, by pool and outcome",
+            &["pool", "outcome"],
+        )?;
+        let attempts = counter(
+            "rollcall_attempts_total",
+            "Tries sent to endpoints, by pool, endpoint and outcome",
+            &["pool", "endpoint", "outcome"],
+        )?;
+        let ejections = counter(
+            "rollcall_ejections_total",
+            "Endpoint ejections, by pool, endpoint and reason",
+            &["pool", "endpoint", "reason"],
+        )?;
+        let ejections_suppressed = counter(
+            "rollcall_ejections_suppressed_total",
+            "Ejections refused because the pool was at maxEjectionPercent",
+            &["pool", "endpoint"],
+        )?;
+        let probes = counter(
+            "rollcall_probes_total",
+            "Active probe results, by pool, endpoint and result",
+            &["pool", "endpoint", "result"],
+        )?;
+        let retries = counter(
+            "rollcall_retries_total",
+            "Tries beyond the first, by pool and reason",
+            &["pool", "reason"],
+        )?;
+        let config_reloads = counter(
+            "rollcall_config_reloads_total",
+            "Config file reloads, by result (applied, refused, error)",
+            &["result"],
+        )?;
+        let request_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "rollcall_request_duration_seconds",
+                "Time from request received to response headers sent, by pool",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["pool"],
+        )?;
+        registry.register(Box::new(request_duration.clone()))?;
+        let endpoint_state = IntGaugeVec::new(
+            Opts::new(
+                "rollcall_endpoint_state",
+                "1 for the state each endpoint is in, 0 for the others",
+            ),
+            &["pool", "endpoint", "state"],
+        )?;
+        registry.register(Box::new(endpoint_state.clone()))?;
+        let panic = IntGaugeVec::new(
+            Opts::new(
+                "rollcall_pool_panic",
+                "1 while the pool routes to every endpoint because too few are eligible",
+            ),
+            &["pool"],
+        )?;
+        registry.register(Box::new(panic.clone()))?;
+        Ok(Self {
+            registry,
+            requests,
+            attempts,
+            request_duration,
+            endpoint_state,
+            ejections,
+            ejections_suppressed,
+            probes,
+            panic,
+            retries,
+            config_reloads,
+        })
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
+            tracing::warn!(%error, "cannot encode metrics");
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    /// Drop every series of an endpoint that left, so label sets stay bounded. The label
+    /// values besides pool and endpoint are small fixed sets, so each combination is removed.
+    pub fn forget_endpoint(&self, pool: &str, endpoint: &str) {
+        for outcome in ATTEMPT_OUTCOMES {
+            let _ = self
+                .attempts
+                .remove_label_values(&[pool, endpoint, outcome]);
+        }
+        for result in PROBE_RESULTS {
+            let _ = self.probes.remove_label_values(&[pool, endpoint, result]);
+        }
+        for reason in EJECTION_REASONS {
+            let _ = self
+                .ejections
+                .remove_label_values(&[pool, endpoint, reason]);
+        }
+        for state in STATES {
+            let _ = self
+                .endpoint_state
+                .remove_label_values(&[pool, endpoint, state]);
+        }
+        let _ = self
+            .ejections_suppressed
+            .remove_label_values(&[pool, endpoint]);
+    }
+
+    /// Drop the pool-level series of a pool that was removed (its endpoints are forgotten one
+    /// by one as they drain).
+    pub fn forget_pool(&self, pool: &str) {
+        for outcome in REQUEST_OUTCOMES {
+            let _ = self.requests.remove_label_values(&[pool, outcome]);
+        }
+        for reason in RETRY_REASONS {
+            let _ = self.retries.remove_label_values(&[pool, reason]);
+        }
+        let _ = self.panic.remove_label_values(&[pool]);
+        let _ = self.request_duration.remove_label_values(&[pool]);
+    }
+}
+
+/// `outcome` of `rollcall_requests_total`.
+pub const REQUEST_OUTCOMES: &[&str] = &[
+    "success",
+    "client_error",
+    "server_error",
+    "gateway_error",
+    "no_endpoint",
+    "timeout",
+    "client_gone",
+];
+/// `outcome` of `rollcall_attempts_total`.
+pub const ATTEMPT_OUTCOMES: &[&str] = &[
+    "success",
+    "client_error",
+    "server_error",
+    "gateway_error",
+    "connect_failure",
+    "timeout",
+    "cancelled",
+];
+/// `result` of `rollcall_probes_total`.
+pub const PROBE_RESULTS: &[&str] = &["success", "failure"];
+/// `reason` of `rollcall_retries_total`.
+pub const RETRY_REASONS: &[&str] = &[
+    "connect_failure",
+    "dead_pooled_connection",
+    "reset",
+    "timeout",
+    "status",
+];
+/// `reason` of `rollcall_ejections_total`.
+pub const EJECTION_REASONS: &[&str] = &[
+    "ProbeFailures",
+    "ConsecutiveGatewayErrors",
+    "Consecutive5xx",
+    "ErrorRate",
+    "ProbationFailed",
+];
+/// `state` of `rollcall_endpoint_state`.
+pub const STATES: &[&str] = &["Unknown", "Healthy", "Ejected", "Probation", "Draining"];

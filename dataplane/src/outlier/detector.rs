@@ -1,0 +1,145 @@
+//! One endpoint's passive detector: classifies request outcomes and says when one of the three
+//! passive rules (consecutive gateway errors, consecutive 5xx, error rate) has tripped.
+//!
+//! Rules, as Envoy's outlier detection has them: a 4xx is the client's problem and is invisible
+//! here (it neither counts nor breaks a streak, nor enters the error rate); a gateway error
+//! (connect refused/reset/timeout, 502/503/504) counts as a 5xx too; a plain 5xx breaks a
+//! gateway-error streak, because "consecutive" means nothing else happened in between.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Consecutive, ErrorRateWindow, WindowCounts};
+
+/// How one request to an endpoint ended, as far as the endpoint's health is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// 1xx–3xx: the endpoint did its job.
+    Success,
+    /// 4xx: the client's problem; never counts for or against an endpoint.
+    ClientError,
+    /// A 5xx other than 502/503/504: the application's own failure.
+    ServerError,
+    /// Connect refused, reset, timeout, or a 502/503/504 answer.
+    GatewayError,
+}
+
+/// Which passive rule tripped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Trip {
+    ConsecutiveGatewayErrors,
+    Consecutive5xx,
+    ErrorRate,
+}
+
+/// The passive rules' knobs. Zero disables a rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    pub consecutive_gateway_errors: u32,
+    pub consecutive_5xx: u32,
+    /// A fraction (0.2 for 20%); ejects when the window's failure share is strictly above it.
+    pub error_rate_threshold: f64,
+    pub error_rate_window: Duration,
+    pub error_rate_min_requests: u32,
+}
+
+/// Streaks and window of one endpoint.
+#[derive(Clone, Debug, Default)]
+pub struct Detector {
+    gateway: Consecutive,
+    server: Consecutive,
+    window: ErrorRateWindow,
+}
+
+// === impl Outcome ===
+
+impl Outcome {
+    /// Classify an HTTP status an endpoint answered with.
+    pub fn from_status(status: u16) -> Self {
+        match status {
+            502..=504 => Self::GatewayError,
+            500..=599 => Self::ServerError,
+            400..=499 => Self::ClientError,
+            _ => Self::Success,
+        }
+    }
+
+    /// Counts against the endpoint (a 5xx or a gateway error).
+    pub fn is_failure(self) -> bool {
+        matches!(self, Self::ServerError | Self::GatewayError)
+    }
+}
+
+// === impl Detector ===
+
+impl Detector {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fold one outcome in; returns the first rule that has tripped, checked in the order
+    /// gateway errors, 5xx, error rate. The streaks are not reset here: the caller decides what
+    /// a trip means (an ejection, or a suppressed one) and calls [`Detector::reset`].
+    pub fn record(&mut self, outcome: Outcome, limits: &Limits, now: Instant) -> Option<Trip> {
+        match outcome {
+            Outcome::ClientError => return None,
+            Outcome::Success => {
+                self.gateway.reset();
+                self.server.reset();
+            }
+            Outcome::ServerError => {
+                self.gateway.reset();
+                self.server.failure();
+            }
+            Outcome::GatewayError => {
+                self.gateway.failure();
+                self.server.failure();
+            }
+        }
+        let window = limits.error_rate_window;
+        self.window.record(outcome.is_failure(), window, now);
+        if self.gateway.reached(limits.consecutive_gateway_errors) {
+            Some(Trip::ConsecutiveGatewayErrors)
+        } else if self.server.reached(limits.consecutive_5xx) {
+            Some(Trip::Consecutive5xx)
+        } else if self.window.exceeds(
+            limits.error_rate_threshold,
+            limits.error_rate_min_requests,
+            window,
+            now,
+        ) {
+            Some(Trip::ErrorRate)
+        } else {
+            None
+        }
+    }
+
+    /// Forget streaks and window: after an ejection (or a suppressed one) the endpoint has to
+    /// trip again from scratch.
+    pub fn reset(&mut self) {
+        self.gateway.reset();
+        self.server.reset();
+        self.window.clear();
+    }
+
+    /// Release buckets that left the window.
+    pub fn expire(&mut self, window: Duration, now: Instant) {
+        self.window.expire(window, now);
+    }
+
+    pub fn consecutive_gateway_errors(&self) -> u32 {
+        self.gateway.get()
+    }
+
+    pub fn consecutive_5xx(&self) -> u32 {
+        self.server.get()
+    }
+
+    pub fn window_counts(&self, window: Duration, now: Instant) -> WindowCounts {
+        self.window.counts(window, now)
+    }
+}
+
+#[cfg(test)]
+mod tests;

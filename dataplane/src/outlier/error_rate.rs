@@ -1,0 +1,143 @@
+//! The error-rate sliding window: requests and failures over the last `window`, in time buckets.
+//!
+//! Ten buckets per window keep memory constant however busy an endpoint is; the price is that a
+//! request stays counted for between `window` and `window + window / 10`. The window length is
+//! passed in on every call rather than stored, so a config reload takes effect at once and no
+//! copy of the setting can go stale.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Buckets per window: the window's resolution.
+const BUCKETS: u32 = 10;
+/// Narrowest bucket, so a tiny window cannot make a bucket per request.
+const MIN_BUCKET: Duration = Duration::from_millis(1);
+
+/// Requests and failures currently inside the window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowCounts {
+    pub requests: u64,
+    pub failures: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    start: Instant,
+    requests: u64,
+    failures: u64,
+}
+
+/// Sliding count of requests and failures. A zero window records nothing.
+#[derive(Clone, Debug, Default)]
+pub struct ErrorRateWindow {
+    buckets: VecDeque<Bucket>,
+}
+
+// === impl WindowCounts ===
+
+impl WindowCounts {
+    /// Failures over requests, 0 when there were none.
+    pub fn rate(self) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            self.failures as f64 / self.requests as f64
+        }
+    }
+}
+
+// === impl ErrorRateWindow ===
+
+impl ErrorRateWindow {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn width(window: Duration) -> Duration {
+        (window / BUCKETS).max(MIN_BUCKET)
+    }
+
+    /// A bucket is still in the window while any part of it is newer than `now - window`.
+    fn live(bucket: &Bucket, window: Duration, now: Instant) -> bool {
+        now.saturating_duration_since(bucket.start) < window + Self::width(window)
+    }
+
+    /// Count one request that was (`failed`) or was not a failure.
+    pub fn record(&mut self, failed: bool, window: Duration, now: Instant) {
+        if window.is_zero() {
+            return;
+        }
+        self.expire(window, now);
+        let width = Self::width(window);
+        let fresh = match self.buckets.back() {
+            Some(last) => now.saturating_duration_since(last.start) >= width,
+            None => true,
+        };
+        if fresh {
+            self.buckets.push_back(Bucket {
+                start: now,
+                requests: 0,
+                failures: 0,
+            });
+        }
+        if let Some(last) = self.buckets.back_mut() {
+            last.requests = last.requests.saturating_add(1);
+            last.failures = last.failures.saturating_add(u64::from(failed));
+        }
+    }
+
+    /// Drop buckets that have left the window (memory only; `counts` ignores them anyway).
+    pub fn expire(&mut self, window: Duration, now: Instant) {
+        while let Some(front) = self.buckets.front() {
+            if Self::live(front, window, now) {
+                break;
+            }
+            self.buckets.pop_front();
+        }
+    }
+
+    /// What is inside the window at `now`.
+    pub fn counts(&self, window: Duration, now: Instant) -> WindowCounts {
+        if window.is_zero() {
+            return WindowCounts::default();
+        }
+        self.buckets
+            .iter()
+            .filter(|b| Self::live(b, window, now))
+            .fold(WindowCounts::default(), |acc, b| WindowCounts {
+                requests: acc.requests + b.requests,
+                failures: acc.failures + b.failures,
+            })
+    }
+
+    /// True when at least `min_requests` are in the window and the failure share is strictly
+    /// above `threshold` (a fraction). A threshold of 0 (or below) disables the check.
+    pub fn exceeds(
+        &self,
+        threshold: f64,
+        min_requests: u32,
+        window: Duration,
+        now: Instant,
+    ) -> bool {
+        if threshold <= 0.0 {
+            return false;
+        }
+        let c = self.counts(window, now);
+        c.requests > 0 && c.requests >= u64::from(min_requests) && c.rate() > threshold
+    }
+
+    /// Forget everything (after an ejection the endpoint starts with a clean slate).
+    pub fn clear(&mut self) {
+        self.buckets.clear();
+    }
+
+    #[cfg(test)]
+    fn bucket_count(&self) -> usize {
+        self.buckets.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;

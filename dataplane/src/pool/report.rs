@@ -1,0 +1,106 @@
+//! How a pool shows itself: the `/endpoints` view (the health machine's report of each endpoint
+//! plus its live load), and one structured log line and metric update per health event.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::Endpoint;
+use crate::health::machine::{EndpointReport, Event, State};
+use crate::metrics::{Metrics, STATES};
+
+/// One pool in `/endpoints`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolView {
+    pub name: String,
+    pub panic: bool,
+    pub endpoints: Vec<EndpointView>,
+}
+
+/// One endpoint in `/endpoints`: what the health machine knows, plus live load.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointView {
+    #[serde(flatten)]
+    pub health: EndpointReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    pub weight: u32,
+    pub in_flight: u64,
+    pub open_connections: usize,
+}
+
+pub(super) fn view(
+    name: &str,
+    panic: bool,
+    reports: Vec<EndpointReport>,
+    endpoints: &HashMap<SocketAddr, Arc<Endpoint>>,
+) -> PoolView {
+    let mut views: Vec<EndpointView> = reports
+        .into_iter()
+        .map(|health| {
+            let live = endpoints.get(&health.address);
+            EndpointView {
+                zone: live.and_then(|e| e.zone.clone()),
+                weight: live.map_or(0, |e| e.load.weight()),
+                in_flight: live.map_or(0, |e| e.load.outstanding()),
+                open_connections: live.map_or(0, |e| e.upstream.open_connections()),
+                health,
+            }
+        })
+        .collect();
+    views.sort_by_key(|v| v.health.address);
+    PoolView {
+        name: name.into(),
+        panic,
+        endpoints: views,
+    }
+}
+
+/// One log line and the metric updates for a health event.
+pub(super) fn log_event(pool: &str, event: &Event, metrics: &Metrics) {
+    match event {
+        Event::Transition {
+            endpoint,
+            from,
+            to,
+            reason,
+        } => {
+            let addr = endpoint.to_string();
+            for state in STATES {
+                let value = i64::from(*state == to.to_string());
+                metrics
+                    .endpoint_state
+                    .with_label_values(&[pool, &addr, state])
+                    .set(value);
+            }
+            if *to == State::Ejected {
+                metrics
+                    .ejections
+                    .with_label_values(&[pool, &addr, &reason.to_string()])
+                    .inc();
+                tracing::warn!(%pool, endpoint = %addr, %from, %to, %reason, "endpoint ejected");
+            } else {
+                tracing::info!(%pool, endpoint = %addr, %from, %to, %reason, "endpoint state changed");
+            }
+        }
+        Event::PanicEntered => {
+            metrics.panic.with_label_values(&[pool]).set(1);
+            tracing::warn!(%pool, "panic mode: too few eligible endpoints, routing to all that are not draining");
+        }
+        Event::PanicExited => {
+            metrics.panic.with_label_values(&[pool]).set(0);
+            tracing::info!(%pool, "panic mode over");
+        }
+        Event::EjectionSuppressed { endpoint, reason } => {
+            metrics
+                .ejections_suppressed
+                .with_label_values(&[pool, &endpoint.to_string()])
+                .inc();
+            tracing::warn!(%pool, endpoint = %endpoint, %reason, "ejection suppressed: pool at maxEjectionPercent");
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! A pool's policy turned into what the request path reads: parsed once per config, swapped
+//! whole on reload, never re-parsed per request.
+
+use std::time::Duration;
+
+use http::HeaderName;
+use rollcall_api::policy::{Algorithm, PoolPolicy, Protocol};
+
+use crate::retry::RetryRules;
+
+#[derive(Clone, Debug)]
+pub struct PoolSettings {
+    pub policy: PoolPolicy,
+    pub http2: bool,
+    pub retry: RetryRules,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub per_try_timeout: Duration,
+    /// Header hashed by `RingHash`.
+    pub hash_header: Option<HeaderName>,
+    /// Share of requests offered to endpoints on probation, 0–1.
+    pub probation_share: f64,
+    pub drain_timeout: Duration,
+}
+
+impl PoolSettings {
+    pub fn new(policy: &PoolPolicy) -> Self {
+        let hash_header = match policy.load_balancer.algorithm {
+            Algorithm::RingHash => policy
+                .load_balancer
+                .hash_header
+                .as_deref()
+                .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok()),
+            _ => None,
+        };
+        Self {
+            http2: matches!(policy.protocol, Protocol::Http2 | Protocol::Grpc),
+            retry: RetryRules::from_policy(&policy.retries),
+            connect_timeout: policy.timeouts.connect.get(),
+            request_timeout: policy.timeouts.request.get(),
+            per_try_timeout: policy.retries.per_try_timeout.get(),
+            hash_header,
+            probation_share: policy.outlier_detection.probation.traffic_share.fraction(),
+            drain_timeout: policy.draining.timeout.get(),
+            policy: policy.clone(),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Connections to one endpoint, owned by the sidecar rather than a generic client pool, because
+//! three things need that control: the connect step is separate from the send step (a request
+//! that never reached a connection can go anywhere, with its body intact); a pooled connection
+//! found dead before the request was written hands the request back (hyper's `TrySendError`);
+//! and draining closes this endpoint's idle connections at once and, at the drain deadline, every
+//! other one. HTTP/1.1 keeps a stack of idle keep-alive connections (a connection returns when its
+//! response body ends); HTTP/2 shares one multiplexed connection.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use parking_lot::Mutex;
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+/// Any error a body can carry.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The request and response body type of the proxy.
+pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// Idle HTTP/1 connections kept per endpoint; more are closed when they come back.
+const MAX_IDLE_PER_ENDPOINT: usize = 256;
+
+/// Why a connection could not be had. Every variant means the request never left the sidecar.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("connect to {addr} failed: {source}")]
+    Io {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("connect to {addr} timed out after {timeout:?}")]
+    Timeout { addr: SocketAddr, timeout: Duration },
+    #[error("handshake with {addr} failed: {source}")]
+    Handshake {
+        addr: SocketAddr,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("endpoint {addr} is closed")]
+    Closed { addr: SocketAddr },
+}
+
+/// A connection ready for one request.
+pub enum Conn {
+    Http1 {
+        tx: http1::SendRequest<ProxyBody>,
+        reused: bool,
+    },
+    Http2 {
+        tx: http2::SendRequest<ProxyBody>,
+        reused: bool,
+    },
+}
+
+impl Conn {
+    pub fn reused(&self) -> bool {
+        match self {
+            Conn::Http1 { reused, .. } | Conn::Http2 { reused, .. } => *reused,
+        }
+    }
+}
+
+/// The connections of one endpoint.
+pub struct Upstream {
+    addr: SocketAddr,
+    http2: AtomicBool,
+    idle: Mutex<Vec<http1::SendRequest<ProxyBody>>>,
+    shared_h2: Mutex<Option<http2::SendRequest<ProxyBody>>>,
+    draining: AtomicBool,
+    /// Cancelling ends every connection task of this endpoint.
+    close_all: CancellationToken,
+    open: Arc<AtomicUsize>,
+}
+
+impl Upstream {
+    pub fn new(addr: SocketAddr, http2: bool) -> Self {
+        Self {
+            addr,
+            http2: AtomicBool::new(http2),
+            idle: Mutex::new(Vec::new()),
+            shared_h2: Mutex::new(None),
+            draining: AtomicBool::new(false),
+            close_all: CancellationToken::new(),
+            open: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Connections currently open to this endpoint (idle and busy).
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// A connection: a live idle one if there is one, else a new one.
+    pub async fn acquire(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
+        if self.close_all.is_cancelled() {
+            return Err(ConnectError::Closed { addr: self.addr });
+        }
+        let use_h2 = self.http2.load(Ordering::Acquire);
+        if use_h2 {
+            let shared = self.shared_h2.lock().clone();
+            if let Some(tx) = shared.filter(|tx| !tx.is_closed()) {
+                return Ok(Conn::Http2 { tx, reused: true });
+            }
+        } else {
+            let mut idle = self.idle.lock();
+            while let Some(tx) = idle.pop() {
+                if tx.is_ready() && !tx.is_closed() {
+                    return Ok(Conn::Http1 { tx, reused: true });
+                }
+            }
+        }
+        let stream =
+            match tokio::time::timeout(connect_timeout, TcpStream::connect(self.addr)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(source)) => {
+                    return Err(ConnectError::Io {
+                        addr: self.addr,
+                        source,
+                    });
+                }
+                Err(_) => {
+                    return Err(ConnectError::Timeout {
+                        addr: self.addr,
+                        timeout: connect_timeout,
+                    });
+                }
+            };
+        let _ = stream.set_nodelay(true);
+        let io = TokioIo::new(stream);
+        let handshake_error = |source| ConnectError::Handshake {
+            addr: self.addr,
+            source,
+        };
+        let close_all = self.close_all.clone();
+        let open = OpenGuard::new(self.open.clone());
+        if use_h2 {
+            let (tx, conn) = http2::Builder::new(TokioExecutor::new())
+                .timer(hyper_util::rt::TokioTimer::new())
+                .handshake(io)
+                .await
+                .map_err(handshake_error)?;
+            tokio::spawn(async move {
+                let _open = open;
+                tokio::select! {
+                    _ = conn => {}
+                    _ = close_all.cancelled() => {}
+                }
+            });
+            if !self.draining.load(Ordering::Acquire) {
+                *self.shared_h2.lock() = Some(tx.clone());
+            }
+            Ok(Conn::Http2 { tx, reused: false })
+        } else {
+            let (tx, conn) = http1::Builder::new()
+                .handshake(io)
+                .await
+                .map_err(handshake_error)?;
+            tokio::spawn(async move {
+                let _open = open;
+                tokio::select! {
+                    _ = conn => {}
+                    _ = close_all.cancelled() => {}
+                }
+            });
+            Ok(Conn::Http1 { tx, reused: false })
+        }
+    }
+
+    /// Give back an HTTP/1 connection whose response has been read to the end.
+    pub fn release(&self, tx: http1::SendRequest<ProxyBody>) {
+        if self.draining.load(Ordering::Acquire) || tx.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock();
+        if idle.len() < MAX_IDLE_PER_ENDPOINT {
+            idle.push(tx);
+        }
+    }
+
+    /// Stop reusing connections: idle ones close now, busy ones close when their response ends.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+        self.idle.lock().clear();
+        self.shared_h2.lock().take();
+    }
+
+    /// Switch protocol (a config change): connections of the old one are not reused.
+    pub fn set_http2(&self, http2: bool) {
+        if self.http2.swap(http2, Ordering::AcqRel) != http2 {
+            self.idle.lock().clear();
+            self.shared_h2.lock().take();
+        }
+    }
+
+    /// Undo `drain` when the endpoint returns to the roster.
+    pub fn undrain(&self) {
+        self.draining.store(false, Ordering::Release);
+    }
+
+    /// Close every connection, busy or not (drain deadline, shutdown).
+    pub fn close(&self) {
+        self.drain();
+        self.close_all.cancel();
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.close_all.cancel();
+    }
+}
+
+/// Counts a connection as open for as long as its task lives.
+struct OpenGuard(Arc<AtomicUsize>);
+
+impl OpenGuard {
+    fn new(counter: Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter)
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}

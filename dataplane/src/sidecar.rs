@@ -1,0 +1,122 @@
+//! Starting and stopping the whole sidecar: load the config (refusing to start on a bad one),
+//! bind the admin listener, start the pools, then follow config changes. `main.rs` is a thin
+//! shell over `start`, and integration tests call `start` directly.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::admin::{self, AdminState};
+use crate::config::{self, SidecarConfig};
+use crate::metrics::Metrics;
+use crate::runtime::Runtime;
+
+/// How the sidecar is started.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub config: PathBuf,
+    pub admin_listen: SocketAddr,
+    /// How often the config file is re-read (it is also re-read on SIGHUP).
+    pub reload_interval: Duration,
+}
+
+/// A running sidecar.
+pub struct Sidecar {
+    pub admin_addr: SocketAddr,
+    pub runtime: Arc<Runtime>,
+    pub metrics: Arc<Metrics>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Why the sidecar could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error("cannot listen for admin requests on {addr}: {source}")]
+    Admin {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Pools(#[source] std::io::Error),
+    #[error("cannot set up metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+/// Start everything and return once every pool listens.
+pub async fn start(options: Options) -> Result<Sidecar, StartError> {
+    let initial = SidecarConfig::load(&options.config)?;
+    let metrics = Arc::new(Metrics::new()?);
+    let runtime = Arc::new(Runtime::new(Arc::clone(&metrics)));
+    let admin_listener =
+        admin::bind(options.admin_listen)
+            .await
+            .map_err(|source| StartError::Admin {
+                addr: options.admin_listen,
+                source,
+            })?;
+    let admin_addr = admin_listener
+        .local_addr()
+        .map_err(|source| StartError::Admin {
+            addr: options.admin_listen,
+            source,
+        })?;
+    let state = Arc::new(AdminState {
+        runtime: Arc::clone(&runtime),
+        metrics: Arc::clone(&metrics),
+        ready: AtomicBool::new(false),
+    });
+    let mut tasks = vec![tokio::spawn(admin::serve(
+        admin_listener,
+        Arc::clone(&state),
+    ))];
+    if let Err(error) = runtime.apply(&initial).await {
+        runtime.shutdown().await;
+        for task in &tasks {
+            task.abort();
+        }
+        return Err(StartError::Pools(error));
+    }
+    state.ready.store(true, Ordering::Release);
+
+    let (tx, mut rx) = watch::channel(Arc::new(initial));
+    tasks.push(config::watch::spawn(
+        options.config.clone(),
+        options.reload_interval,
+        tx,
+        Arc::clone(&metrics),
+    ));
+    let follower = Arc::clone(&runtime);
+    tasks.push(tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let config = rx.borrow_and_update().clone();
+            if let Err(error) = follower.apply(&config).await {
+                tracing::error!(%error, "config applied only in part");
+            }
+        }
+    }));
+    tracing::info!(admin = %admin_addr, config = %options.config.display(), "sidecar started");
+    Ok(Sidecar {
+        admin_addr,
+        runtime,
+        metrics,
+        tasks,
+    })
+}
+
+impl Sidecar {
+    /// Stop accepting, let in-flight requests finish, close everything.
+    pub async fn shutdown(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.runtime.shutdown().await;
+    }
+}

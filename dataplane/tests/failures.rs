@@ -1,0 +1,283 @@
+//! The sidecar against backends that fail in real ways: killed mid-load, black-holed, failing
+//! fast, all probes failing at once, coming back. Each test waits for the event it is about.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::StatusCode;
+use rollcall_dataplane::health::machine::{Reason, State};
+use rollcall_testkit::client::Conn;
+use rollcall_testkit::{Behavior, TestBackend};
+use support::{FAST_PROBES, Harness, config};
+
+/// Clients sending GETs through the sidecar on keep-alive connections until told to stop.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+impl Load {
+    fn start(listen: std::net::SocketAddr, clients: usize) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicU64::new(0));
+        let tasks = (0..clients)
+            .map(|_| {
+                let (stop, ok) = (stop.clone(), ok.clone());
+                tokio::spawn(async move {
+                    let mut errors = Vec::new();
+                    let mut conn = Conn::http1(listen).await.expect("connect to sidecar");
+                    while !stop.load(Ordering::Relaxed) {
+                        match conn.get("/").await {
+                            Ok(r) if r.status == StatusCode::OK => {
+                                ok.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok(r) => {
+                                errors.push(format!("{} {}", r.status, r.text()));
+                            }
+                            Err(e) => {
+                                errors.push(e.to_string());
+                                conn = Conn::http1(listen).await.expect("reconnect");
+                            }
+                        }
+                    }
+                    errors
+                })
+            })
+            .collect();
+        Self { stop, ok, tasks }
+    }
+
+    async fn wait_for_ok(&self, n: u64) {
+        let deadline = tokio::time::Instant::now() + support::PATIENCE;
+        while self.ok.load(Ordering::Relaxed) < n {
+            assert!(tokio::time::Instant::now() < deadline, "load stalled");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn stop(self) -> (u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut errors = Vec::new();
+        for t in self.tasks {
+            errors.extend(t.await.unwrap());
+        }
+        (self.ok.load(Ordering::Relaxed), errors)
+    }
+}
+
+async fn backends(n: usize, behavior: Behavior) -> Vec<TestBackend> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(TestBackend::spawn(behavior).await.unwrap());
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_killed_mid_load_fails_no_get() {
+    let b = backends(
+        3,
+        Behavior::Ok {
+            latency: Duration::from_millis(2),
+        },
+    )
+    .await;
+    let addrs: Vec<_> = b.iter().map(|b| b.addr()).collect();
+    let h = Harness::start(&config(&addrs, &format!("{{healthCheck: {FAST_PROBES}}}"))).await;
+    let load = Load::start(h.listen("web").await, 8);
+    load.wait_for_ok(300).await;
+    b[1].kill().await;
+    let ejected = h.wait_for_state("web", addrs[1], State::Ejected).await;
+    let before = load.ok.load(Ordering::Relaxed);
+    load.wait_for_ok(before + 300).await;
+    let (ok, errors) = load.stop().await;
+    assert!(
+        errors.is_empty(),
+        "{} of {} GETs failed: {:?}",
+        errors.len(),
+        ok,
+        &errors[..errors.len().min(5)]
+    );
+    assert!(
+        matches!(
+            ejected.health.reason,
+            Reason::ConsecutiveGatewayErrors | Reason::ProbeFailures
+        ),
+        "{:?}",
+        ejected.health.reason
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_connections_trip_an_endpoint_out_at_once_without_probes() {
+    let b = backends(3, Behavior::ok()).await;
+    let addrs: Vec<_> = b.iter().map(|b| b.addr()).collect();
+    let h = Harness::start(&config(
+        &addrs,
+        "{healthCheck: {type: None}, outlierDetection: {consecutiveGatewayErrors: 1}}",
+    ))
+    .await;
+    b[2].kill().await;
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    for _ in 0..30 {
+        assert_eq!(conn.get("/").await.unwrap().status, StatusCode::OK);
+    }
+    let ep = h.endpoint("web", addrs[2]).await.unwrap();
+    assert_eq!(ep.health.state, State::Ejected);
+    assert_eq!(ep.health.reason, Reason::ConsecutiveGatewayErrors);
+    assert!(
+        h.metrics().contains(r#"reason="connect_failure""#),
+        "the rerouted request is counted as a retry"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn black_holed_backend_is_ejected_by_probes_and_other_probes_are_not_delayed() {
+    let b = backends(3, Behavior::ok()).await;
+    let addrs: Vec<_> = b.iter().map(|b| b.addr()).collect();
+    let h = Harness::start(&config(&addrs, &format!("{{healthCheck: {FAST_PROBES}}}"))).await;
+    for a in &addrs {
+        h.wait_for_state("web", *a, State::Healthy).await;
+    }
+    let healthy_probes_before = b[0].health_checks();
+    b[2].set_behavior(Behavior::BlackHole);
+    let ep = h.wait_for_state("web", addrs[2], State::Ejected).await;
+    assert_eq!(ep.health.reason, Reason::ProbeFailures);
+    assert_eq!(
+        ep.health.probe_failures_total, 3,
+        "ejected by exactly unhealthyThreshold probe failures"
+    );
+    assert!(
+        ep.health
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("timed out"),
+        "{:?}",
+        ep.health.last_error
+    );
+    // Three timed-out probes of the black hole took three intervals; the healthy endpoint was
+    // probed on its own schedule meanwhile, not held up behind them.
+    let healthy_probes = b[0].health_checks() - healthy_probes_before;
+    assert!(
+        healthy_probes >= 3,
+        "healthy endpoint probed only {healthy_probes} times while the black hole was probed 3 times"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_failing_backend_is_ejected_by_error_rate_and_never_gets_more_than_its_fair_share() {
+    let slow = Behavior::Ok {
+        latency: Duration::from_millis(20),
+    };
+    let b = backends(3, slow).await;
+    // One in five requests fails at once with a 500; its successes are fast too.
+    b[0].set_behavior(Behavior::FailRate {
+        fail: 1,
+        every: 5,
+        status: 500,
+        latency: Duration::ZERO,
+    });
+    let addrs: Vec<_> = b.iter().map(|b| b.addr()).collect();
+    let policy = "{healthCheck: {type: None}, outlierDetection: {consecutive5xx: 0, consecutiveGatewayErrors: 0, errorRate: {threshold: 10%, window: 30s, minRequests: 40}}}";
+    let h = Harness::start(&config(&addrs, policy)).await;
+    let load = Load::start(h.listen("web").await, 12);
+    h.wait_for_state("web", addrs[0], State::Ejected).await;
+    let (ok, _errors) = load.stop().await;
+    let ep = h.endpoint("web", addrs[0]).await.unwrap();
+    assert_eq!(ep.health.reason, Reason::ErrorRate);
+    let failing = b[0].requests();
+    let total: u64 = b.iter().map(|b| b.requests()).sum();
+    let share = failing as f64 / total as f64;
+    assert!(
+        share <= 1.0 / 3.0 + 0.05,
+        "the failing endpoint took {failing} of {total} requests ({share:.2}) although it answers fastest; ok={ok}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_probes_failing_at_once_enters_panic_mode_and_keeps_serving() {
+    let b = backends(3, Behavior::ok()).await;
+    let addrs: Vec<_> = b.iter().map(|b| b.addr()).collect();
+    let policy = format!(
+        "{{healthCheck: {FAST_PROBES}, outlierDetection: {{maxEjectionPercent: 100, baseEjectionTime: 200ms}}, slowStart: {{window: 0s}}}}"
+    );
+    let h = Harness::start(&config(&addrs, &policy)).await;
+    for a in &addrs {
+        h.wait_for_state("web", *a, State::Healthy).await;
+    }
+    // A shared dependency blips: every deep health check fails, traffic is fine.
+    for backend in &b {
+        backend.set_healthz(false);
+    }
+    h.wait_for("web", "panic mode", |v| v.panic).await;
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    for _ in 0..20 {
+        assert_eq!(conn.get("/").await.unwrap().status, StatusCode::OK);
+    }
+    assert!(h.metrics().contains(r#"rollcall_pool_panic{pool="web"} 1"#));
+    for backend in &b {
+        backend.set_healthz(true);
+    }
+    h.wait_for("web", "panic mode to end", |v| !v.panic).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_ejection_percent_keeps_half_the_pool_eligible_and_flags_the_rest() {
+    let b = backends(4, Behavior::ok()).await;
+    let addrs: Vec<_> = b.iter().map(|b| b.addr()).collect();
+    let h = Harness::start(&config(&addrs, &format!("{{healthCheck: {FAST_PROBES}}}"))).await;
+    for backend in &b {
+        backend.set_healthz(false);
+    }
+    let view = h
+        .wait_for("web", "two ejected and two flagged", |v| {
+            v.endpoints
+                .iter()
+                .filter(|e| e.health.state == State::Ejected)
+                .count()
+                == 2
+                && v.endpoints
+                    .iter()
+                    .filter(|e| e.health.ejection_suppressed)
+                    .count()
+                    == 2
+        })
+        .await;
+    assert!(!view.panic, "half the pool is still eligible");
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    assert_eq!(conn.get("/").await.unwrap().status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovered_backend_returns_through_probation_then_healthy() {
+    let b = backends(3, Behavior::ok()).await;
+    let addrs: Vec<_> = b.iter().map(|b| b.addr()).collect();
+    let policy = format!(
+        "{{healthCheck: {FAST_PROBES}, outlierDetection: {{baseEjectionTime: 300ms, probation: {{successes: 3, trafficShare: 50%}}}}, slowStart: {{window: 0s}}}}"
+    );
+    let h = Harness::start(&config(&addrs, &policy)).await;
+    b[1].kill().await;
+    h.wait_for_state("web", addrs[1], State::Ejected).await;
+    b[1].revive().await.unwrap();
+    let probation = h.wait_for_state("web", addrs[1], State::Probation).await;
+    assert_eq!(
+        probation.health.reason,
+        Reason::ProbeSucceeded,
+        "probes are on: re-admission needs their evidence"
+    );
+    let served_before = b[1].requests();
+    let load = Load::start(h.listen("web").await, 2);
+    let healthy = h.wait_for_state("web", addrs[1], State::Healthy).await;
+    assert_eq!(healthy.health.reason, Reason::ProbationPassed);
+    let (_, errors) = load.stop().await;
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(
+        b[1].requests() > served_before,
+        "probation is earned on real traffic"
+    );
+}

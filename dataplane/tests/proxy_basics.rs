@@ -1,0 +1,163 @@
+//! The sidecar as a proxy: what it forwards, what it strips, what it adds, and the honest
+//! answers it makes itself. Real backends and real clients on 127.0.0.1.
+
+mod support;
+
+use http::{Method, StatusCode};
+use rollcall_testkit::client::Conn;
+use rollcall_testkit::{Behavior, TestBackend};
+use support::{Harness, config};
+
+#[tokio::test]
+async fn forwards_requests_and_bodies_over_http1_and_h2c() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let h = Harness::start(&config(&[backend.addr()], "{}")).await;
+    let listen = h.listen("web").await;
+
+    let mut h1 = Conn::http1(listen).await.unwrap();
+    let reply = h1.get("/").await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.text(), format!("backend {}\n", backend.addr().port()));
+    let big = vec![b'x'; 300 * 1024];
+    let echoed = h1.post("/echo-body", big.clone()).await.unwrap();
+    assert_eq!(echoed.status, StatusCode::OK);
+    assert_eq!(
+        echoed.body.len(),
+        big.len(),
+        "a streamed body arrives whole"
+    );
+
+    let mut h2 = Conn::h2c(listen).await.unwrap();
+    for _ in 0..3 {
+        let reply = h2.get("/").await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK);
+    }
+    assert_eq!(backend.requests(), 5);
+}
+
+#[tokio::test]
+async fn hop_by_hop_headers_are_stripped_and_forwarded_headers_added() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let h = Harness::start(&config(&[backend.addr()], "{}")).await;
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    let req = conn
+        .request(Method::GET, "/echo")
+        .header("connection", "x-private")
+        .header("x-private", "secret")
+        .header("proxy-connection", "keep-alive")
+        .header("x-forwarded-for", "203.0.113.9")
+        .header("x-app", "kept")
+        .body(Default::default())
+        .unwrap();
+    let reply = conn.send(req).await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    let seen: serde_json::Value = reply.json().unwrap();
+    let header = |name: &str| seen["headers"][name].as_str().map(str::to_owned);
+    assert_eq!(
+        header("x-private"),
+        None,
+        "fields named by Connection are hop-by-hop"
+    );
+    assert_eq!(header("proxy-connection"), None);
+    assert_eq!(header("x-app").as_deref(), Some("kept"));
+    assert_eq!(
+        header("x-forwarded-for").as_deref(),
+        Some("203.0.113.9, 127.0.0.1")
+    );
+    assert_eq!(header("x-forwarded-proto").as_deref(), Some("http"));
+    assert!(header("host").is_some());
+}
+
+#[tokio::test]
+async fn empty_pool_answers_503_with_a_reason() {
+    let h = Harness::start(&config(&[], "{}")).await;
+    let reply = rollcall_testkit::client::get(h.listen("web").await, "/")
+        .await
+        .unwrap();
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.headers["x-rollcall-reason"], "no-endpoints");
+    assert!(
+        reply.text().contains("pool web has no endpoints"),
+        "{}",
+        reply.text()
+    );
+}
+
+#[tokio::test]
+async fn endpoint_that_answers_garbage_gives_502() {
+    let garbage = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = garbage.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        loop {
+            let Ok((mut s, _)) = garbage.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(b"SMTP READY\r\n\r\n").await;
+            });
+        }
+    });
+    let h = Harness::start(&config(&[addr], "{healthCheck: {type: None}}")).await;
+    let reply = rollcall_testkit::client::get(h.listen("web").await, "/")
+        .await
+        .unwrap();
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(
+        reply.headers["x-rollcall-reason"],
+        "upstream-protocol-error"
+    );
+}
+
+#[tokio::test]
+async fn four_xx_never_counts_against_an_endpoint() {
+    let backend = TestBackend::spawn(Behavior::Status(404)).await.unwrap();
+    let h = Harness::start(&config(&[backend.addr()], "{healthCheck: {type: None}, outlierDetection: {consecutive5xx: 2, consecutiveGatewayErrors: 2}}")).await;
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    for _ in 0..20 {
+        assert_eq!(conn.get("/").await.unwrap().status, StatusCode::NOT_FOUND);
+    }
+    let ep = h.endpoint("web", backend.addr()).await.unwrap();
+    assert_eq!(ep.health.consecutive_5xx, 0);
+    assert_ne!(
+        ep.health.state,
+        rollcall_dataplane::health::machine::State::Ejected
+    );
+}
+
+#[tokio::test]
+async fn admin_serves_endpoints_metrics_and_readiness() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let h = Harness::start(&config(&[backend.addr()], "{}")).await;
+    rollcall_testkit::client::get(h.listen("web").await, "/")
+        .await
+        .unwrap();
+    let admin = h.sidecar.admin_addr;
+    let ready = rollcall_testkit::client::get(admin, "/ready")
+        .await
+        .unwrap();
+    assert_eq!(ready.status, StatusCode::OK);
+    let live = rollcall_testkit::client::get(admin, "/live").await.unwrap();
+    assert_eq!(live.status, StatusCode::OK);
+    let endpoints: serde_json::Value = rollcall_testkit::client::get(admin, "/endpoints")
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(endpoints["pools"][0]["name"], "web");
+    assert_eq!(
+        endpoints["pools"][0]["endpoints"][0]["address"],
+        backend.addr().to_string()
+    );
+    let metrics = rollcall_testkit::client::get(admin, "/metrics")
+        .await
+        .unwrap()
+        .text();
+    assert!(
+        metrics.contains(r#"rollcall_requests_total{outcome="success",pool="web"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("rollcall_request_duration_seconds_bucket"));
+}

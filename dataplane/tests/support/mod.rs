@@ -1,0 +1,120 @@
+//! Shared harness of the sidecar's integration tests: a real sidecar (the same `start` the binary
+//! calls) in front of real backends on 127.0.0.1, a config file it watches, and waits that end
+//! on an observed event (a state reached, a count reached) with a generous deadline that only
+//! turns a hang into a readable failure.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use rollcall_dataplane::health::machine::State;
+use rollcall_dataplane::pool::{EndpointView, PoolView};
+use rollcall_dataplane::sidecar::{self, Options, Sidecar};
+use tempfile::TempDir;
+
+/// How long a wait may take before the test fails with what it saw. Only a hang trips it.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+pub struct Harness {
+    pub sidecar: Sidecar,
+    pub dir: TempDir,
+}
+
+impl Harness {
+    /// Start a sidecar with `yaml` as its config file.
+    pub async fn start(yaml: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sidecar.yaml");
+        std::fs::write(&path, yaml).expect("write config");
+        let sidecar = sidecar::start(Options {
+            config: path,
+            admin_listen: "127.0.0.1:0".parse().unwrap(),
+            reload_interval: Duration::from_millis(50),
+        })
+        .await
+        .expect("sidecar starts");
+        Self { sidecar, dir }
+    }
+
+    /// Replace the config file (the watcher picks it up).
+    pub fn rewrite(&self, yaml: &str) {
+        let tmp = self.dir.path().join("sidecar.yaml.tmp");
+        std::fs::write(&tmp, yaml).expect("write config");
+        std::fs::rename(&tmp, self.dir.path().join("sidecar.yaml")).expect("swap config");
+    }
+
+    /// Where pool `name` listens.
+    pub async fn listen(&self, name: &str) -> SocketAddr {
+        self.sidecar.runtime.listen_addrs().await[name]
+    }
+
+    pub async fn pool(&self, name: &str) -> PoolView {
+        self.sidecar
+            .runtime
+            .views()
+            .await
+            .into_iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no pool {name}"))
+    }
+
+    pub async fn endpoint(&self, pool: &str, addr: SocketAddr) -> Option<EndpointView> {
+        self.pool(pool)
+            .await
+            .endpoints
+            .into_iter()
+            .find(|e| e.health.address == addr)
+    }
+
+    /// Wait until `check` holds for the pool's view; fail with the view after `PATIENCE`.
+    pub async fn wait_for(
+        &self,
+        pool: &str,
+        what: &str,
+        check: impl Fn(&PoolView) -> bool,
+    ) -> PoolView {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let view = self.pool(pool).await;
+            if check(&view) {
+                return view;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!("waited {PATIENCE:?} for {what}; pool is now:\n{view:#?}");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Wait until endpoint `addr` of `pool` is in `state`.
+    pub async fn wait_for_state(&self, pool: &str, addr: SocketAddr, state: State) -> EndpointView {
+        let view = self
+            .wait_for(pool, &format!("{addr} to be {state}"), |v| {
+                v.endpoints
+                    .iter()
+                    .any(|e| e.health.address == addr && e.health.state == state)
+            })
+            .await;
+        view.endpoints
+            .into_iter()
+            .find(|e| e.health.address == addr)
+            .expect("endpoint present")
+    }
+
+    pub fn metrics(&self) -> String {
+        self.sidecar.metrics.render()
+    }
+}
+
+/// A one-pool config named `web` listening on a free port.
+pub fn config(endpoints: &[SocketAddr], policy: &str) -> String {
+    let mut yaml = String::from("pools:\n- name: web\n  listen: 127.0.0.1:0\n  endpoints:\n");
+    for e in endpoints {
+        yaml.push_str(&format!("  - address: \"{e}\"\n"));
+    }
+    yaml.push_str(&format!("  policy: {policy}\n"));
+    yaml
+}
+
+/// Fast probes, so tests see health change in a fraction of a second.
+pub const FAST_PROBES: &str = "{type: HTTP, path: /healthz, interval: 100ms, timeout: 100ms, jitter: 0%, healthyThreshold: 2, unhealthyThreshold: 3}";
