@@ -52,7 +52,7 @@ pub enum StartError {
 
 /// Start everything and return once every pool listens.
 pub async fn start(options: Options) -> Result<Sidecar, StartError> {
-    let initial = SidecarConfig::load(&options.config)?;
+    let (initial, loaded) = SidecarConfig::load_bytes(&options.config)?;
     let metrics = Arc::new(Metrics::new()?);
     let runtime = Arc::new(Runtime::new(Arc::clone(&metrics)));
     let admin_listener =
@@ -89,6 +89,7 @@ pub async fn start(options: Options) -> Result<Sidecar, StartError> {
     let (tx, mut rx) = watch::channel(Arc::new(initial));
     tasks.push(config::watch::spawn(
         options.config.clone(),
+        loaded,
         options.reload_interval,
         tx,
         Arc::clone(&metrics),

@@ -95,6 +95,7 @@ async fn backend_killed_mid_load_fails_no_get() {
     let before = load.ok.load(Ordering::Relaxed);
     load.wait_for_ok(before + 300).await;
     let (ok, errors) = load.stop().await;
+    h.wait_idle("web").await;
     assert!(
         errors.is_empty(),
         "{} of {} GETs failed: {:?}",
@@ -188,6 +189,7 @@ async fn fast_failing_backend_is_ejected_by_error_rate_and_never_gets_more_than_
     let load = Load::start(h.listen("web").await, 12);
     h.wait_for_state("web", addrs[0], State::Ejected).await;
     let (ok, _errors) = load.stop().await;
+    h.wait_idle("web").await;
     let ep = h.endpoint("web", addrs[0]).await.unwrap();
     assert_eq!(ep.health.reason, Reason::ErrorRate);
     let failing = b[0].requests();

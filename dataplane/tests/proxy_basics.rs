@@ -161,3 +161,39 @@ async fn admin_serves_endpoints_metrics_and_readiness() {
     );
     assert!(metrics.contains("rollcall_request_duration_seconds_bucket"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_connections_are_kept_alive_and_reused() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let h = Harness::start(&config(&[backend.addr()], "{healthCheck: {type: None}}")).await;
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    for _ in 0..50 {
+        assert_eq!(conn.get("/").await.unwrap().status, StatusCode::OK);
+    }
+    let stats = backend.stats();
+    assert_eq!(stats.requests, 50);
+    assert!(
+        stats.connections <= 2,
+        "50 sequential requests used {} connections",
+        stats.connections
+    );
+}
+
+#[tokio::test]
+async fn http2_pools_speak_h2c_to_their_endpoints() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let h = Harness::start(&config(
+        &[backend.addr()],
+        "{protocol: HTTP2, healthCheck: {type: None}}",
+    ))
+    .await;
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    for _ in 0..10 {
+        assert_eq!(conn.get("/").await.unwrap().status, StatusCode::OK);
+    }
+    assert_eq!(
+        backend.stats().connections,
+        1,
+        "one multiplexed connection carries every request"
+    );
+}

@@ -70,11 +70,20 @@ pub enum ConfigError {
 impl SidecarConfig {
     /// Read, parse and validate a file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        Self::load_bytes(path).map(|(config, _)| config)
+    }
+
+    /// Like `load`, also returning the bytes the config was parsed from.
+    pub fn load_bytes(path: &Path) -> Result<(Self, Vec<u8>), ConfigError> {
+        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        Self::parse(&text, &path.display().to_string())
+        let config = Self::parse(
+            &String::from_utf8_lossy(&bytes),
+            &path.display().to_string(),
+        )?;
+        Ok((config, bytes))
     }
 
     /// Parse and validate text; `origin` names it in errors.

@@ -14,9 +14,11 @@ use tokio::task::JoinHandle;
 use super::SidecarConfig;
 use crate::metrics::Metrics;
 
-/// Watch `path`, publishing each new valid config on `tx`.
+/// Watch `path`, publishing each new valid config on `tx`. `loaded` is the text the running
+/// config came from, so a change made between loading and watching is not missed.
 pub fn spawn(
     path: PathBuf,
+    loaded: Vec<u8>,
     interval: Duration,
     tx: watch::Sender<Arc<SidecarConfig>>,
     metrics: Arc<Metrics>,
@@ -30,7 +32,7 @@ pub fn spawn(
                 None
             }
         };
-        let mut last_bytes = std::fs::read(&path).ok();
+        let mut last_bytes = Some(loaded);
         loop {
             let forced = tokio::select! {
                 _ = tokio::time::sleep(interval) => false,

@@ -6,13 +6,25 @@
 //! and acts on the returned [`Event`]s. Pool-wide rules live here (the ejection budget of
 //! `maxEjectionPercent`, panic mode, who gets routed); one endpoint's bookkeeping lives in
 //! `endpoint.rs`; passive detection is `crate::outlier`.
+//!
+//! Decisions where DESIGN.md is silent (change them here, and in the tests that pin them):
+//! - Creating an endpoint is not a transition (it starts `Unknown`, reason `New`); only state
+//!   changes emit `Transition`, exactly one each. Draining → Draining (terminating, then removed)
+//!   updates the reason without an event.
+//! - Back in the roster, an endpoint resumes the state it drained from, ejection clock included:
+//!   a roster flap does not launder an ejection. Evidence about draining endpoints only counts in
+//!   the probe totals and the last error.
+//! - Slow start applies after probation and to a newcomer joining a pool that already has a
+//!   `Healthy` endpoint, so the first roster of a pool starts at full weight.
+//! - Probation failures re-eject regardless of `maxEjectionPercent` (probation is already out).
+//! - The error rate is checked on every non-4xx request; a plain 5xx breaks a gateway streak.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use tokio::time::Instant;
 
-use crate::outlier::Outcome;
+pub use crate::outlier::Outcome;
 
 mod endpoint;
 mod report;
@@ -47,12 +59,10 @@ impl PoolHealth {
     }
 
     /// Config reload: every endpoint keeps its state, counters and ejection; the new knobs apply
-    /// from the next event on. Returns the panic change a new threshold may cause.
-    pub fn set_settings(&mut self, settings: HealthSettings) -> Vec<Event> {
+    /// from the next call on. A panic change caused by a new threshold is reported by the next
+    /// `tick` (or event), so a caller with nowhere to put events here loses none.
+    pub fn set_settings(&mut self, settings: HealthSettings) {
         self.settings = settings;
-        let mut events = Vec::new();
-        self.update_panic(&mut events);
-        events
     }
 
     /// The endpoint is in the roster. New ones start `Unknown` (eligible); `terminating` ones
@@ -114,13 +124,10 @@ impl PoolHealth {
         events
     }
 
-    /// Stop tracking an endpoint (once drained, or at its drain timeout).
-    pub fn forget(&mut self, addr: SocketAddr) -> Vec<Event> {
-        let mut events = Vec::new();
-        if self.endpoints.remove(&addr).is_some() {
-            self.update_panic(&mut events);
-        }
-        events
+    /// Stop tracking an endpoint (once drained, or at its drain timeout). Forgetting one that
+    /// was not draining may change panic mode; the next `tick` (or event) reports it.
+    pub fn forget(&mut self, addr: SocketAddr) {
+        self.endpoints.remove(&addr);
     }
 
     /// One active probe result. Probes count in every state but `Draining`: they eject,

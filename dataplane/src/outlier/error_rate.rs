@@ -61,7 +61,7 @@ impl ErrorRateWindow {
 
     /// A bucket is still in the window while any part of it is newer than `now - window`.
     fn live(bucket: &Bucket, window: Duration, now: Instant) -> bool {
-        now.saturating_duration_since(bucket.start) < window + Self::width(window)
+        now.saturating_duration_since(bucket.start) < window.saturating_add(Self::width(window))
     }
 
     /// Count one request that was (`failed`) or was not a failure.

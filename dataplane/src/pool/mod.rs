@@ -11,24 +11,27 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
-use rand::Rng;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::balance::{Candidate, EndpointLoad, Selector, ShareTracker};
+use crate::balance::{EndpointLoad, Selector, ShareTracker};
 use crate::config::EndpointConfig;
-use crate::health::machine::{Event, HealthSettings, PoolHealth, RouteClass, State};
+use crate::health::machine::{Event, HealthSettings, PoolHealth, State};
 use crate::health::probe;
-use crate::metrics::Metrics;
-use crate::outlier::Outcome;
+use crate::metrics::{ATTEMPT_OUTCOMES, Metrics, REQUEST_OUTCOMES};
 use crate::proxy::upstream::Upstream;
 use crate::retry::Decision;
 use crate::retry::budget::RetryBudget;
+use prometheus::{Histogram, IntCounter};
 
+mod outcome;
 mod report;
+mod routing;
 mod settings;
 
+pub use outcome::{AttemptOutcome, NoEndpoint};
 pub use report::{EndpointView, PoolView};
+use routing::Routing;
 pub use settings::PoolSettings;
 
 /// How often the tick re-evaluates ejection expiry, slow start, panic and draining.
@@ -40,6 +43,9 @@ pub struct Endpoint {
     pub zone: Option<String>,
     pub upstream: Upstream,
     pub load: Arc<EndpointLoad>,
+    /// `rollcall_attempts_total` of this endpoint, one counter per outcome in
+    /// `ATTEMPT_OUTCOMES` order, looked up once instead of per request.
+    attempts: Vec<IntCounter>,
     probe: Mutex<Option<AbortHandle>>,
     /// When it started draining after leaving the roster.
     removed_at: Mutex<Option<Instant>>,
@@ -53,74 +59,6 @@ impl Drop for Endpoint {
     }
 }
 
-/// What the request path routes on; rebuilt after every health change.
-struct Routing {
-    selector: Selector,
-    by_addr: HashMap<SocketAddr, Arc<Endpoint>>,
-    probation: Vec<Arc<Endpoint>>,
-    fallback: Vec<Arc<Endpoint>>,
-    total: usize,
-}
-
-/// Why no endpoint could be picked.
-#[derive(Debug)]
-pub struct NoEndpoint {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-/// How one try went, as the metrics and the health machine see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttemptOutcome {
-    Success,
-    ClientError,
-    ServerError,
-    GatewayStatus,
-    ConnectFailure,
-    Reset,
-    Timeout,
-    ProtocolError,
-}
-
-impl AttemptOutcome {
-    pub fn from_status(status: u16) -> Self {
-        match status {
-            502..=504 => Self::GatewayStatus,
-            500..=599 => Self::ServerError,
-            400..=499 => Self::ClientError,
-            _ => Self::Success,
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::Success => "success",
-            Self::ClientError => "client_error",
-            Self::ServerError => "server_error",
-            Self::GatewayStatus | Self::Reset | Self::ProtocolError => "gateway_error",
-            Self::ConnectFailure => "connect_failure",
-            Self::Timeout => "timeout",
-        }
-    }
-
-    /// The `outcome` label of the request when this try was its last.
-    pub fn request_label(self) -> &'static str {
-        match self {
-            Self::ConnectFailure | Self::Reset | Self::ProtocolError => "gateway_error",
-            other => other.label(),
-        }
-    }
-
-    fn health(self) -> Outcome {
-        match self {
-            Self::Success => Outcome::Success,
-            Self::ClientError => Outcome::ClientError,
-            Self::ServerError => Outcome::ServerError,
-            _ => Outcome::GatewayError,
-        }
-    }
-}
-
 pub struct Pool {
     name: Arc<str>,
     settings: ArcSwap<PoolSettings>,
@@ -130,6 +68,9 @@ pub struct Pool {
     share: Arc<ShareTracker>,
     budget: Mutex<RetryBudget>,
     metrics: Arc<Metrics>,
+    /// `rollcall_requests_total` of this pool in `REQUEST_OUTCOMES` order.
+    requests: Vec<IntCounter>,
+    request_duration: Histogram,
     tick: Mutex<Option<AbortHandle>>,
 }
 
@@ -162,9 +103,17 @@ impl Pool {
             probation: Vec::new(),
             fallback: Vec::new(),
             total: 0,
+            ramping: false,
         };
         metrics.panic.with_label_values(&[name]).set(0);
+        let requests = REQUEST_OUTCOMES
+            .iter()
+            .map(|outcome| metrics.requests.with_label_values(&[name, outcome]))
+            .collect();
+        let request_duration = metrics.request_duration.with_label_values(&[name]);
         let pool = Arc::new(Self {
+            requests,
+            request_duration,
             name: name.into(),
             settings: ArcSwap::from_pointee(settings),
             health: Mutex::new(health),
@@ -217,6 +166,16 @@ impl Pool {
                         zone: ep.zone.clone(),
                         upstream: Upstream::new(ep.address, http2),
                         load: Arc::new(EndpointLoad::with_weight(ep.weight, now)),
+                        attempts: ATTEMPT_OUTCOMES
+                            .iter()
+                            .map(|outcome| {
+                                self.metrics.attempts.with_label_values(&[
+                                    &*self.name,
+                                    &ep.address.to_string(),
+                                    outcome,
+                                ])
+                            })
+                            .collect(),
                         probe: Mutex::new(None),
                         removed_at: Mutex::new(None),
                     });
@@ -249,56 +208,6 @@ impl Pool {
         self.apply(events, now);
     }
 
-    /// Pick an endpoint for a try, never one in `exclude` while another can serve.
-    pub fn pick(
-        &self,
-        hash_key: Option<&[u8]>,
-        exclude: &[SocketAddr],
-    ) -> Result<Arc<Endpoint>, NoEndpoint> {
-        let routing = self.routing.load();
-        let now = Instant::now();
-        let untried = |e: &&Arc<Endpoint>| !exclude.contains(&e.addr);
-        let share = self.settings.load().probation_share;
-        if !routing.probation.is_empty()
-            && rand::rng().random_bool(share.clamp(0.0, 1.0))
-            && let Some(endpoint) = choose(&routing.probation, untried)
-        {
-            return Ok(endpoint);
-        }
-        if let Some(candidate) = routing.selector.pick(hash_key, exclude, now)
-            && let Some(endpoint) = routing.by_addr.get(&candidate.addr)
-        {
-            return Ok(Arc::clone(endpoint));
-        }
-        if let Some(endpoint) =
-            choose(&routing.probation, untried).or_else(|| choose(&routing.fallback, untried))
-        {
-            return Ok(endpoint);
-        }
-        Err(if routing.total == 0 {
-            NoEndpoint {
-                reason: "no-endpoints",
-                message: format!("pool {} has no endpoints", self.name),
-            }
-        } else if !exclude.is_empty() {
-            NoEndpoint {
-                reason: "endpoints-exhausted",
-                message: format!(
-                    "pool {}: every eligible endpoint was tried and failed",
-                    self.name
-                ),
-            }
-        } else {
-            NoEndpoint {
-                reason: "no-healthy-endpoints",
-                message: format!(
-                    "pool {}: none of its {} endpoints is eligible (ejected or draining)",
-                    self.name, routing.total
-                ),
-            }
-        })
-    }
-
     /// Record one try against its endpoint: metrics, health machine, balancer statistics.
     pub fn record_attempt(
         &self,
@@ -307,11 +216,13 @@ impl Pool {
         detail: &str,
         _latency: Duration,
     ) {
-        let addr = endpoint.addr.to_string();
-        self.metrics
-            .attempts
-            .with_label_values(&[&*self.name, &addr, outcome.label()])
-            .inc();
+        if let Some(counter) = ATTEMPT_OUTCOMES
+            .iter()
+            .position(|o| *o == outcome.label())
+            .and_then(|i| endpoint.attempts.get(i))
+        {
+            counter.inc();
+        }
         let now = Instant::now();
         let events =
             self.health
@@ -364,13 +275,14 @@ impl Pool {
         outcome: &'static str,
         started: Instant,
     ) -> http::Response<B> {
-        self.metrics
-            .requests
-            .with_label_values(&[&*self.name, outcome])
-            .inc();
-        self.metrics
-            .request_duration
-            .with_label_values(&[&*self.name])
+        if let Some(counter) = REQUEST_OUTCOMES
+            .iter()
+            .position(|o| *o == outcome)
+            .and_then(|i| self.requests.get(i))
+        {
+            counter.inc();
+        }
+        self.request_duration
             .observe((Instant::now() - started).as_secs_f64());
         response
     }
@@ -394,55 +306,13 @@ impl Pool {
         self.rebuild(now);
     }
 
-    /// Build a new routing snapshot from the health machine's routes.
-    fn rebuild(&self, now: Instant) {
-        let routes = self.health.lock().routes(now);
-        let endpoints = self.endpoints.read();
-        let mut candidates = Vec::new();
-        let mut by_addr = HashMap::new();
-        let mut probation = Vec::new();
-        let mut fallback = Vec::new();
-        for route in &routes.endpoints {
-            let Some(endpoint) = endpoints.get(&route.addr) else {
-                continue;
-            };
-            match route.class {
-                RouteClass::Normal => {
-                    candidates.push(Candidate {
-                        addr: route.addr,
-                        load: Arc::clone(&endpoint.load),
-                        weight_factor: route.weight_factor,
-                    });
-                    by_addr.insert(route.addr, Arc::clone(endpoint));
-                }
-                RouteClass::Probation => probation.push(Arc::clone(endpoint)),
-                RouteClass::TerminatingFallback => fallback.push(Arc::clone(endpoint)),
-            }
-        }
-        let settings = self.settings.load();
-        let routing = Routing {
-            selector: Selector::new(
-                &settings.policy.load_balancer,
-                candidates,
-                Arc::clone(&self.share),
-            ),
-            by_addr,
-            probation,
-            fallback,
-            total: endpoints
-                .values()
-                .filter(|e| e.removed_at.lock().is_none())
-                .count(),
-        };
-        self.routing.store(Arc::new(routing));
-    }
-
     /// One tick: expiries, slow start, panic, and finishing drains.
     fn tick(&self, now: Instant) {
         let events = self.health.lock().tick(now);
         for event in &events {
             report::log_event(&self.name, event, &self.metrics);
         }
+        let mut changed = !events.is_empty() || self.routing.load().ramping;
         let drain_timeout = self.settings.load().drain_timeout;
         let finished: Vec<Arc<Endpoint>> = self
             .endpoints
@@ -465,8 +335,11 @@ impl Pool {
             self.metrics
                 .forget_endpoint(&self.name, &endpoint.addr.to_string());
             tracing::info!(pool = %self.name, endpoint = %endpoint.addr, "endpoint drained and removed");
+            changed = true;
         }
-        self.rebuild(now);
+        if changed {
+            self.rebuild(now);
+        }
     }
 
     /// Stop everything: listeners are stopped by the runtime; this drains every endpoint.
@@ -482,17 +355,14 @@ impl Pool {
         let now = Instant::now();
         let reports = self.health.lock().reports(now);
         let endpoints = self.endpoints.read();
-        report::view(&self.name, self.health.lock().panic(), reports, &endpoints)
+        report::view(
+            &self.name,
+            self.health.lock().panic(),
+            reports,
+            &endpoints,
+            now,
+        )
     }
-}
-
-fn choose(list: &[Arc<Endpoint>], keep: impl Fn(&&Arc<Endpoint>) -> bool) -> Option<Arc<Endpoint>> {
-    let eligible: Vec<&Arc<Endpoint>> = list.iter().filter(keep).collect();
-    if eligible.is_empty() {
-        return None;
-    }
-    let i = rand::rng().random_range(0..eligible.len());
-    Some(Arc::clone(eligible[i]))
 }
 
 async fn tick_loop(pool: Weak<Pool>) {

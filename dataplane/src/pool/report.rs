@@ -6,9 +6,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use serde::Serialize;
+use std::time::SystemTime;
+use tokio::time::Instant;
 
 use super::Endpoint;
-use crate::health::machine::{EndpointReport, Event, State};
+use crate::health::machine::{EndpointReport, Event, State, wall_clock};
 use crate::metrics::{Metrics, STATES};
 
 /// One pool in `/endpoints`.
@@ -26,6 +28,8 @@ pub struct PoolView {
 pub struct EndpointView {
     #[serde(flatten)]
     pub health: EndpointReport,
+    /// When the endpoint entered its state, RFC 3339 UTC.
+    pub since: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
     pub weight: u32,
@@ -38,12 +42,16 @@ pub(super) fn view(
     panic: bool,
     reports: Vec<EndpointReport>,
     endpoints: &HashMap<SocketAddr, Arc<Endpoint>>,
+    now: Instant,
 ) -> PoolView {
+    let wall_now = SystemTime::now();
     let mut views: Vec<EndpointView> = reports
         .into_iter()
         .map(|health| {
             let live = endpoints.get(&health.address);
             EndpointView {
+                since: humantime::format_rfc3339_seconds(wall_clock(health.since, now, wall_now))
+                    .to_string(),
                 zone: live.and_then(|e| e.zone.clone()),
                 weight: live.map_or(0, |e| e.load.weight()),
                 in_flight: live.map_or(0, |e| e.load.outstanding()),

@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
-use super::forward::Release;
+use super::request::Release;
 use super::upstream::{BoxError, ProxyBody};
 use crate::balance::{InFlight, Outcome};
 use crate::pool::{AttemptOutcome, Endpoint, Pool};

@@ -5,5 +5,6 @@
 pub mod body;
 pub mod forward;
 pub mod headers;
+mod request;
 pub mod server;
 pub mod upstream;

@@ -101,6 +101,14 @@ impl Harness {
             .expect("endpoint present")
     }
 
+    /// Wait until no endpoint of `pool` has a request in flight: every guard was released.
+    pub async fn wait_idle(&self, pool: &str) {
+        self.wait_for(pool, "every in-flight count back to 0", |v| {
+            v.endpoints.iter().all(|e| e.in_flight == 0)
+        })
+        .await;
+    }
+
     pub fn metrics(&self) -> String {
         self.sidecar.metrics.render()
     }

@@ -13,6 +13,7 @@ use crate::outlier::{Consecutive, Detector};
 /// Longest error detail kept, in characters: enough for "connect: connection refused (os
 /// error 111)", too short to carry a request body by accident.
 const MAX_DETAIL: usize = 200;
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Why a draining endpoint is draining.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,7 +127,9 @@ impl Endpoint {
     ) {
         self.multiplier = self.multiplier.saturating_add(1);
         self.ejections_total = self.ejections_total.saturating_add(1);
-        self.ejected_until = Some(now + settings.ejection_time(self.multiplier));
+        // An absurd configured maximum must not overflow the clock: a year is forever here.
+        let time = settings.ejection_time(self.multiplier).min(YEAR);
+        self.ejected_until = Some(now.checked_add(time).unwrap_or(now));
         self.reset_evidence();
         self.suppressed = false;
         self.slow_start_from = None;
@@ -162,7 +165,6 @@ impl Endpoint {
             return;
         };
         self.ejected_until = None;
-        self.probation_ok = 0;
         self.set_state(addr, State::Probation, reason, now, events);
     }
 

@@ -171,7 +171,26 @@ fn panic_re_evaluates_on_roster_changes_and_settings_reload() {
         panic_threshold: 0.2,
         ..s
     };
-    assert_eq!(fx.pool.set_settings(calm), vec![Event::PanicExited]);
+    fx.pool.set_settings(calm);
+    assert_eq!(
+        fx.advance(Duration::ZERO),
+        vec![Event::PanicExited],
+        "reported on the next tick"
+    );
+    assert_eq!(fx.advance(SEC), vec![], "and only once");
+}
+
+#[test]
+fn forgetting_a_live_endpoint_reports_the_panic_change_on_the_next_tick() {
+    let s = HealthSettings {
+        max_ejection_percent: 100,
+        ..settings()
+    };
+    let mut fx = Fx::healthy(s, 2);
+    fx.eject(1);
+    fx.pool.forget(addr(2));
+    assert_eq!(fx.advance(SEC), vec![Event::PanicEntered]);
+    assert!(fx.pool.routes(fx.now).panic);
 }
 
 #[test]

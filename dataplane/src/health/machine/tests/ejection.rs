@@ -238,6 +238,36 @@ fn decay_catches_up_over_a_long_healthy_stretch_without_ticks_and_stops_at_zero(
 }
 
 #[test]
+fn absurd_durations_do_not_panic() {
+    let s = HealthSettings {
+        base_ejection: Duration::MAX,
+        max_ejection: Duration::MAX,
+        error_rate_window: Duration::MAX,
+        error_rate_threshold: 0.5,
+        slow_start_window: Duration::MAX,
+        ..settings()
+    };
+    let mut fx = Fx::healthy(s, 4);
+    fx.requests(1, Outcome::ServerError, 30);
+    fx.eject(1);
+    fx.advance(1000 * BASE);
+    assert_eq!(fx.state(1), State::Ejected);
+    assert!(fx.report(1).ejection_remaining_seconds > Some(300 * 24 * 3600));
+    let s = HealthSettings {
+        base_ejection: Duration::ZERO,
+        ..settings()
+    };
+    let mut fx = Fx::healthy(s, 4);
+    fx.eject(1);
+    fx.probes(1, true, 2);
+    assert_eq!(
+        fx.state(1),
+        State::Probation,
+        "a zero ejection is served at once"
+    );
+}
+
+#[test]
 fn multiplier_does_not_decay_while_ejected_or_on_probation() {
     let mut fx = Fx::healthy(settings(), 4);
     fx.eject(1);

@@ -37,7 +37,7 @@ fn removed_endpoint_drains_unrouted_until_forgotten() {
     assert_eq!(fx.pool.remove(addr(1), fx.now), vec![]);
     assert_eq!(fx.class(1), None);
     assert_eq!(fx.report(1).state, State::Draining);
-    assert_eq!(fx.pool.forget(addr(1)), vec![]);
+    fx.pool.forget(addr(1));
     assert_eq!(fx.pool.state(addr(1)), None);
     assert_eq!(fx.pool.reports(fx.now).len(), 1);
 }
@@ -120,6 +120,10 @@ fn evidence_about_draining_endpoints_changes_no_state() {
     let r = fx.report(1);
     assert_eq!((r.state, r.probe_failures_total), (State::Draining, 10));
     assert_eq!(
+        (r.consecutive_probe_failures, r.consecutive_gateway_errors),
+        (0, 0)
+    );
+    assert_eq!(
         fx.upsert(1, false),
         vec![moved(
             1,
@@ -127,6 +131,11 @@ fn evidence_about_draining_endpoints_changes_no_state() {
             State::Healthy,
             Reason::BackInRoster
         )]
+    );
+    assert_eq!(
+        fx.probe(1, false),
+        vec![],
+        "drain-time failures left no streak"
     );
 }
 
@@ -141,7 +150,8 @@ fn settings_reload_keeps_every_endpoint_state() {
         consecutive_5xx: 10,
         ..settings()
     };
-    assert_eq!(fx.pool.set_settings(reloaded), vec![]);
+    fx.pool.set_settings(reloaded);
+    assert_eq!(fx.advance(Duration::ZERO), vec![]);
     assert_eq!(fx.pool.reports(fx.now), before);
     // The new knobs apply from now on.
     fx.request(2, Outcome::ServerError);

@@ -1,0 +1,102 @@
+//! Config changes while traffic flows: a bad file is refused and the last good config keeps
+//! serving; endpoints that stay keep their health; an endpoint that leaves drains: no new
+//! requests, in-flight ones finish, its idle connections close.
+
+mod support;
+
+use std::time::Duration;
+
+use http::StatusCode;
+use rollcall_dataplane::health::machine::State;
+use rollcall_testkit::client::Conn;
+use rollcall_testkit::{Behavior, TestBackend};
+use support::{FAST_PROBES, Harness, config};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_config_is_refused_and_the_last_good_one_keeps_serving() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let h = Harness::start(&config(&[backend.addr()], "{}")).await;
+    let listen = h.listen("web").await;
+    h.rewrite("pools:\n- name: web\n  listen: 127.0.0.1:0\n  endpoints: [{address: 127.0.0.1:1}]\n  policy: {healthCheck: {interval: 1s, timeout: 9s}}\n");
+    let deadline = tokio::time::Instant::now() + support::PATIENCE;
+    while !h
+        .metrics()
+        .contains(r#"rollcall_config_reloads_total{result="refused"} 1"#)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the bad config was never read"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let reply = rollcall_testkit::client::get(listen, "/").await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    let view = h.pool("web").await;
+    assert_eq!(view.endpoints.len(), 1);
+    assert_eq!(view.endpoints[0].health.address, backend.addr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_adds_endpoints_and_keeps_the_health_of_those_that_stay() {
+    let a = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let b = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let policy = format!("{{healthCheck: {FAST_PROBES}}}");
+    let h = Harness::start(&config(&[a.addr()], &policy)).await;
+    h.wait_for_state("web", a.addr(), State::Healthy).await;
+    let before = h.endpoint("web", a.addr()).await.unwrap();
+    h.rewrite(&config(&[a.addr(), b.addr()], &policy));
+    h.wait_for_state("web", b.addr(), State::Healthy).await;
+    let after = h.endpoint("web", a.addr()).await.unwrap();
+    assert_eq!(after.health.state, State::Healthy);
+    assert!(
+        after.health.probe_successes_total >= before.health.probe_successes_total,
+        "the staying endpoint kept its history"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_endpoint_drains_in_flight_requests_finish_and_new_ones_go_elsewhere() {
+    let slow = TestBackend::spawn(Behavior::Ok {
+        latency: Duration::from_millis(600),
+    })
+    .await
+    .unwrap();
+    let other = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let policy = "{healthCheck: {type: None}, loadBalancer: {algorithm: RoundRobin}, draining: {timeout: 30s}}";
+    let h = Harness::start(&config(&[slow.addr(), other.addr()], policy)).await;
+    let listen = h.listen("web").await;
+    // Start requests until one is in flight on the slow endpoint.
+    let mut in_flight = Vec::new();
+    while slow.stats().open_connections == 0 || in_flight.len() < 2 {
+        in_flight.push(tokio::spawn(rollcall_testkit::client::get(listen, "/")));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    slow.wait_for_requests(1).await;
+    h.rewrite(&config(&[other.addr()], policy));
+    h.wait_for_state("web", slow.addr(), State::Draining).await;
+    let served_by_slow = slow.requests();
+    let mut conn = Conn::http1(listen).await.unwrap();
+    for _ in 0..10 {
+        let reply = conn.get("/").await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.text(), format!("backend {}\n", other.addr().port()));
+    }
+    assert_eq!(
+        slow.requests(),
+        served_by_slow,
+        "a draining endpoint gets no new requests"
+    );
+    for request in in_flight {
+        assert_eq!(
+            request.await.unwrap().unwrap().status,
+            StatusCode::OK,
+            "in-flight requests finish"
+        );
+    }
+    // With nothing left in flight the endpoint is forgotten and its connections closed.
+    h.wait_for("web", "the drained endpoint to be removed", |v| {
+        v.endpoints.len() == 1
+    })
+    .await;
+    slow.wait_until(|s| s.open_connections == 0).await;
+}
