@@ -114,9 +114,20 @@ impl Upstream {
                 return Ok(Conn::Http2 { tx, reused: true });
             }
         } else {
-            let mut idle = self.idle.lock();
-            while let Some(tx) = idle.pop() {
-                if tx.is_ready() && !tx.is_closed() {
+            // A connection comes back the moment its response body ends, a hair before its
+            // task marks it ready for the next request: wait for that instead of discarding it.
+            // A dead one fails `ready` at once and the next is tried.
+            loop {
+                let Some(mut tx) = self.idle.lock().pop() else {
+                    break;
+                };
+                if tx.is_closed() {
+                    continue;
+                }
+                if tx.is_ready() {
+                    return Ok(Conn::Http1 { tx, reused: true });
+                }
+                if let Ok(Ok(())) = tokio::time::timeout(connect_timeout, tx.ready()).await {
                     return Ok(Conn::Http1 { tx, reused: true });
                 }
             }
@@ -143,21 +154,13 @@ impl Upstream {
             addr: self.addr,
             source,
         };
-        let close_all = self.close_all.clone();
-        let open = OpenGuard::new(self.open.clone());
         if use_h2 {
             let (tx, conn) = http2::Builder::new(TokioExecutor::new())
                 .timer(hyper_util::rt::TokioTimer::new())
                 .handshake(io)
                 .await
                 .map_err(handshake_error)?;
-            tokio::spawn(async move {
-                let _open = open;
-                tokio::select! {
-                    _ = conn => {}
-                    _ = close_all.cancelled() => {}
-                }
-            });
+            self.drive(conn);
             if !self.draining.load(Ordering::Acquire) {
                 *self.shared_h2.lock() = Some(tx.clone());
             }
@@ -167,15 +170,22 @@ impl Upstream {
                 .handshake(io)
                 .await
                 .map_err(handshake_error)?;
-            tokio::spawn(async move {
-                let _open = open;
-                tokio::select! {
-                    _ = conn => {}
-                    _ = close_all.cancelled() => {}
-                }
-            });
+            self.drive(conn);
             Ok(Conn::Http1 { tx, reused: false })
         }
+    }
+
+    /// Run a connection's I/O until it ends or the endpoint closes, counted as open meanwhile.
+    fn drive<F: Future + Send + 'static>(&self, conn: F) {
+        let close_all = self.close_all.clone();
+        let open = OpenGuard::new(self.open.clone());
+        tokio::spawn(async move {
+            let _open = open;
+            tokio::select! {
+                _ = conn => {}
+                _ = close_all.cancelled() => {}
+            }
+        });
     }
 
     /// Give back an HTTP/1 connection whose response has been read to the end.
