@@ -85,7 +85,11 @@ impl Behavior {
                 status,
                 latency,
             } => {
-                let status = if fails(index, fail, every) { status } else { 200 };
+                let status = if fails(index, fail, every) {
+                    status
+                } else {
+                    200
+                };
                 Action::Respond { status, latency }
             }
             Self::Status(status) => Action::Respond {

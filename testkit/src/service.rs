@@ -65,7 +65,11 @@ pub(crate) async fn handle(
             if status.is_success() {
                 route(&shared, req)
             } else {
-                text(&shared, status, format!("backend {} failing\n", shared.port()))
+                text(
+                    &shared,
+                    status,
+                    format!("backend {} failing\n", shared.port()),
+                )
             }
         }
         Action::ResetAfterHeaders => broken(&shared, Bytes::new()),
@@ -83,7 +87,11 @@ async fn health(shared: &Shared) -> Response<ResponseBody> {
     if shared.healthz() {
         text(shared, StatusCode::OK, "ok\n".into())
     } else {
-        text(shared, StatusCode::SERVICE_UNAVAILABLE, "unhealthy\n".into())
+        text(
+            shared,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unhealthy\n".into(),
+        )
     }
 }
 
@@ -94,7 +102,11 @@ fn route(shared: &Shared, req: Request<Incoming>) -> Response<ResponseBody> {
             let body = req.into_body().map_err(|e| Box::new(e) as BoxError).boxed();
             with_backend(shared, Response::new(body))
         }
-        _ => text(shared, StatusCode::OK, format!("backend {}\n", shared.port())),
+        _ => text(
+            shared,
+            StatusCode::OK,
+            format!("backend {}\n", shared.port()),
+        ),
     }
 }
 
@@ -181,7 +193,9 @@ impl Body for BrokenBody {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         ready!(this.delay.as_mut().poll(cx));
-        Poll::Ready(Some(Err("rollcall-testkit: response broken on purpose".into())))
+        Poll::Ready(Some(Err(
+            "rollcall-testkit: response broken on purpose".into()
+        )))
     }
 
     fn size_hint(&self) -> SizeHint {

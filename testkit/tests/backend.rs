@@ -44,7 +44,10 @@ async fn kill_refuses_connects_and_closes_pooled_connections() -> TestResult {
     assert!(!backend.is_alive());
     assert_eq!(backend.stats().open_connections, 0);
     let refused = TcpStream::connect(backend.addr()).await.err();
-    assert_eq!(refused.map(|e| e.kind()), Some(ErrorKind::ConnectionRefused));
+    assert_eq!(
+        refused.map(|e| e.kind()),
+        Some(ErrorKind::ConnectionRefused)
+    );
     assert!(pooled.get("/").await.is_err(), "pooled connection survived");
     Ok(())
 }
@@ -79,7 +82,11 @@ async fn black_hole_accepts_and_reads_but_never_answers() -> TestResult {
     assert!(unanswered.is_err(), "black hole answered /healthz");
 
     // Both requests were read: the counters say so.
-    timeout(SOON, backend.wait_until(|s| s.requests == 1 && s.health_checks == 1)).await?;
+    timeout(
+        SOON,
+        backend.wait_until(|s| s.requests == 1 && s.health_checks == 1),
+    )
+    .await?;
     assert_eq!(backend.stats().responses(), 0);
 
     // Un-black-holing serves new connections again.
@@ -115,7 +122,11 @@ async fn status_behavior_answers_every_request_with_it() -> TestResult {
     for _ in 0..3 {
         assert_eq!(conn.get("/anything").await?.status, 502);
     }
-    assert_eq!(conn.get("/healthz").await?.status, 200, "health is separate");
+    assert_eq!(
+        conn.get("/healthz").await?.status,
+        200,
+        "health is separate"
+    );
     Ok(())
 }
 
@@ -130,7 +141,11 @@ async fn healthz_is_counted_apart_and_follows_set_healthz() -> TestResult {
 
     let stats = backend.stats();
     assert_eq!((stats.health_checks, stats.requests), (2, 1));
-    assert_eq!(stats.by_status.len(), 1, "only traffic statuses are counted");
+    assert_eq!(
+        stats.by_status.len(),
+        1,
+        "only traffic statuses are counted"
+    );
     Ok(())
 }
 
@@ -147,7 +162,10 @@ async fn echo_returns_the_request_headers() -> TestResult {
     let echo: Echo = conn.send(req).await?.json()?;
 
     assert_eq!(echo.backend, backend.addr().to_string());
-    assert_eq!((echo.method.as_str(), echo.uri.as_str()), ("GET", "/echo?x=1"));
+    assert_eq!(
+        (echo.method.as_str(), echo.uri.as_str()),
+        ("GET", "/echo?x=1")
+    );
     assert_eq!(echo.version, "HTTP/1.1");
     assert_eq!(echo.headers["x-forwarded-for"], "10.0.0.1");
     assert_eq!(echo.headers["x-multi"], "a, b");
@@ -218,9 +236,15 @@ async fn dropping_the_backend_stops_everything() -> TestResult {
 
     drop(backend);
 
-    assert!(timeout(SOON, request).await??, "hung request was not cut off");
+    assert!(
+        timeout(SOON, request).await??,
+        "hung request was not cut off"
+    );
     let refused = TcpStream::connect(addr).await.err();
-    assert_eq!(refused.map(|e| e.kind()), Some(ErrorKind::ConnectionRefused));
+    assert_eq!(
+        refused.map(|e| e.kind()),
+        Some(ErrorKind::ConnectionRefused)
+    );
     Ok(())
 }
 

@@ -30,8 +30,7 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
     let args = Args::parse();
@@ -53,7 +52,9 @@ fn main() -> anyhow::Result<()> {
         let backend = TestBackend::bind(args.listen, behavior).await?;
         tracing::info!(addr = %backend.addr(), ?behavior, "serving");
         println!("rollcall-demo-backend listening on {}", backend.addr());
-        tokio::signal::ctrl_c().await.context("waiting for ctrl-c")?;
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for ctrl-c")?;
         drop(backend);
         Ok(())
     })

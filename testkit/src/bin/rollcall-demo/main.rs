@@ -46,8 +46,7 @@ const SAMPLE: Duration = Duration::from_millis(250);
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
     let args = Args::parse();
@@ -83,13 +82,7 @@ async fn main() -> anyhow::Result<()> {
         duration * 3 / 7
     );
 
-    let outcome = tokio::select! {
-        r = run(&backends, &mut sidecar, args.rate, duration) => r,
-        _ = tokio::signal::ctrl_c() => {
-            println!("\ninterrupted");
-            Ok(())
-        }
-    };
+    let outcome = run(&backends, &mut sidecar, args.rate, duration).await;
     sidecar.stop().await;
     drop(backends);
     if outcome.is_ok()
@@ -118,9 +111,18 @@ async fn run(
     let mut timeline = Timeline::default();
     let mut last_print = (0.0, Tally::default());
     let mut next_print = 1.0;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut interrupted = false;
 
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = &mut ctrl_c => {
+                println!("\ninterrupted");
+                interrupted = true;
+            }
+        }
         let t = start.elapsed().as_secs_f64();
         if !killed && t >= kill_at {
             victim.kill().await;
@@ -145,14 +147,11 @@ async fn run(
         let overall = Tally { ok, failed };
         if t >= next_print {
             let last = overall.since(last_print.1);
-            println!(
-                "{}",
-                report::line(t, last, overall, pool.as_ref(), &addrs)
-            );
+            println!("{}", report::line(t, last, overall, pool.as_ref(), &addrs));
             last_print = (t, overall);
             next_print += 1.0;
         }
-        if t >= duration as f64 {
+        if t >= duration as f64 || interrupted {
             let failures = traffic.counts.failures.lock().clone();
             drop(traffic);
             println!(

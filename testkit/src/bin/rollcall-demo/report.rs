@@ -143,7 +143,11 @@ pub fn summary(
     for (t, event) in events {
         let _ = writeln!(out, "  {t:>5.1}s {event}");
     }
-    let _ = writeln!(out, "b2 ({victim}) as the sidecar saw it: {}", timeline.render());
+    let _ = writeln!(
+        out,
+        "b2 ({victim}) as the sidecar saw it: {}",
+        timeline.render()
+    );
     out
 }
 
@@ -164,8 +168,14 @@ mod tests {
     fn timeline_dates_changes_by_since_seconds_and_skips_repeats() {
         let mut t = Timeline::default();
         t.observe(0.5, &ep("Healthy", Some("ProbeSucceeded"), Some(0.4)));
-        t.observe(6.0, &ep("Ejected", Some("ConsecutiveGatewayErrors"), Some(0.7)));
-        t.observe(7.0, &ep("Ejected", Some("ConsecutiveGatewayErrors"), Some(1.7)));
+        t.observe(
+            6.0,
+            &ep("Ejected", Some("ConsecutiveGatewayErrors"), Some(0.7)),
+        );
+        t.observe(
+            7.0,
+            &ep("Ejected", Some("ConsecutiveGatewayErrors"), Some(1.7)),
+        );
         t.observe(16.0, &ep("Probation", None, None));
         assert_eq!(
             t.render(),

@@ -95,8 +95,8 @@ impl Sidecar {
             .arg("--admin-listen")
             .arg(admin.to_string())
             .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+                "ROLLCALL_LOG",
+                std::env::var("ROLLCALL_LOG").unwrap_or_else(|_| "info".into()),
             )
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
@@ -204,4 +204,38 @@ pub fn parse_pool(json: &Value, name: &str) -> Option<PoolView> {
         panic: pool.get("panic").and_then(Value::as_bool).unwrap_or(false),
         endpoints,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_admin_contract_and_ignores_extra_fields() {
+        let json = serde_json::json!({"pools": [
+            {"name": "other", "endpoints": []},
+            {"name": "demo", "panic": true, "endpoints": [
+                {"address": "127.0.0.1:9001", "state": "Healthy", "reason": "ProbeSucceeded",
+                 "sinceSeconds": 1.5, "inFlight": 3},
+                {"address": "127.0.0.1:9002", "state": "Ejected"}
+            ]}
+        ]});
+        let pool = parse_pool(&json, "demo").expect("pool");
+        assert!(pool.panic);
+        assert_eq!(pool.endpoints.len(), 2);
+        assert_eq!(pool.endpoints[0].since_seconds, Some(1.5));
+        assert_eq!(pool.endpoints[1].reason, None);
+        assert!(parse_pool(&json, "missing").is_none());
+    }
+
+    #[test]
+    fn config_names_every_backend() {
+        let backends: Vec<SocketAddr> = ["127.0.0.1:1", "127.0.0.1:2"]
+            .iter()
+            .map(|a| a.parse().expect("addr"))
+            .collect();
+        let yaml = config_yaml("127.0.0.1:3".parse().expect("addr"), &backends);
+        assert!(yaml.contains("listen: \"127.0.0.1:3\""));
+        assert_eq!(yaml.matches("zone: a").count(), 2);
+    }
 }

@@ -47,7 +47,10 @@ impl Traffic {
     }
 
     pub fn totals(&self) -> (u64, u64) {
-        (self.counts.ok.load(Relaxed), self.counts.failed.load(Relaxed))
+        (
+            self.counts.ok.load(Relaxed),
+            self.counts.failed.load(Relaxed),
+        )
     }
 }
 
