@@ -187,16 +187,20 @@ async fn fast_failing_backend_is_ejected_by_error_rate_and_never_gets_more_than_
     let policy = "{healthCheck: {type: None}, outlierDetection: {consecutive5xx: 0, consecutiveGatewayErrors: 0, errorRate: {threshold: 10%, window: 30s, minRequests: 40}}}";
     let h = Harness::start(&config(&addrs, policy)).await;
     let load = Load::start(h.listen("web").await, 12);
-    h.wait_for_state("web", addrs[0], State::Ejected).await;
-    let (ok, _errors) = load.stop().await;
-    h.wait_idle("web").await;
-    let ep = h.endpoint("web", addrs[0]).await.unwrap();
-    assert_eq!(ep.health.reason, Reason::ErrorRate);
+    let ep = h.wait_for_state("web", addrs[0], State::Ejected).await;
+    // Shares up to the ejection: what the balancer did while the endpoint was still eligible.
     let failing = b[0].requests();
     let total: u64 = b.iter().map(|b| b.requests()).sum();
+    let (ok, _errors) = load.stop().await;
+    h.wait_idle("web").await;
+    assert_eq!(ep.health.reason, Reason::ErrorRate);
     let share = failing as f64 / total as f64;
+    eprintln!(
+        "failing endpoint served {failing} of {total} requests before its ejection ({share:.2})"
+    );
+    // The share cap allows a fixed slack of a few picks so tiny counts do not trip it.
     assert!(
-        share <= 1.0 / 3.0 + 0.05,
+        failing as f64 <= total as f64 / 3.0 + 6.0,
         "the failing endpoint took {failing} of {total} requests ({share:.2}) although it answers fastest; ok={ok}"
     );
 }
