@@ -1,1 +1,46 @@
-//! rollcall-controller (see issue 2): not built yet.
+//! rollcall-controller: turns `BackendPool`s and EndpointSlices into versioned rosters, streams
+//! them to sidecars over gRPC, and writes what the sidecars report back into the pool's status.
+//! Decision logic (roster computation, status aggregation, write coalescing) is pure; the
+//! modules that talk to Kubernetes or the network are thin around it.
+
+#![forbid(unsafe_code)]
+
+pub mod crd;
+#[cfg(test)]
+mod fixtures;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod reconcile;
+pub mod roster;
+pub mod run;
+pub mod server;
+pub mod status;
+
+/// Everything that can go wrong in the controller.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API error: {0}")]
+    Kube(#[source] kube::Error),
+    #[error("cannot render YAML: {0}")]
+    Yaml(String),
+    #[error("gRPC server error: {0}")]
+    Transport(#[source] tonic::transport::Error),
+    #[error("metrics error: {0}")]
+    Metrics(#[source] prometheus::Error),
+    #[error("leader election failed: {0}")]
+    Lease(#[source] kube_lease_manager::LeaseManagerError),
+    #[error("the EndpointSlice and Service caches stopped before they synced")]
+    CachesNotReady,
+    #[error("object has no {0}")]
+    MissingObjectKey(&'static str),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Wall-clock time in Unix milliseconds, for roster versions and report timestamps.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,235 @@
+//! The roster protocol's domain types: what the controller sends (a versioned roster per pool)
+//! and what a sidecar reports (per-endpoint health). These are the types both binaries work
+//! with; the protobuf form exists only at the wire (`crate::edge` converts).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+use crate::policy::PoolPolicy;
+
+/// gRPC metadata in which a sidecar names its pod on every call (the identity the controller
+/// attributes reports to until sidecars authenticate).
+pub const POD_METADATA: &str = "rollcall-pod";
+/// gRPC metadata in which a sidecar names its namespace on every call.
+pub const NAMESPACE_METADATA: &str = "rollcall-namespace";
+
+/// A `BackendPool`, by namespace and name. Written `namespace/name`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PoolRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Who a sidecar is: its pod and a random id per process.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SidecarId {
+    pub namespace: String,
+    pub pod: String,
+    pub instance: String,
+}
+
+/// A sidecar's subscription.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchRequest {
+    pub sidecar: SidecarId,
+    pub pools: Vec<PoolRef>,
+}
+
+/// One endpoint of a roster, with its EndpointSlice conditions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    pub pod: Option<String>,
+    pub zone: Option<String>,
+    /// May receive new traffic.
+    pub ready: bool,
+    /// Can answer, even while terminating.
+    pub serving: bool,
+    /// Leaving.
+    pub terminating: bool,
+    /// Relative weight, at least 1.
+    pub weight: u32,
+}
+
+/// The complete routing state of one pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Roster {
+    /// Sorted by address, each address once.
+    pub endpoints: Vec<Endpoint>,
+    pub policy: PoolPolicy,
+    /// `namespace/name:port` of the Service, for humans.
+    pub service: String,
+}
+
+/// Why the controller has no roster for a pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnavailableReason {
+    PoolNotFound,
+    PoolDeleted,
+    ServiceNotFound,
+    PortNotFound,
+    NotPermitted,
+    InvalidPolicy,
+    Other,
+}
+
+/// What the controller knows about a pool: a roster or why there is none.
+#[allow(clippy::large_enum_variant)] // `Unavailable` is rare; rosters are what moves.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PoolState {
+    Roster(Roster),
+    Unavailable {
+        reason: UnavailableReason,
+        message: String,
+    },
+}
+
+/// One message of the `Watch` stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RosterUpdate {
+    pub pool: PoolRef,
+    pub version: u64,
+    pub state: PoolState,
+}
+
+/// The health machine's states (DESIGN.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EndpointState {
+    #[default]
+    Unknown,
+    Healthy,
+    Ejected,
+    Probation,
+    Draining,
+}
+
+/// One endpoint's health as one sidecar sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointHealth {
+    pub addr: SocketAddr,
+    pub state: EndpointState,
+    /// PascalCase reason of the last transition; empty when none.
+    pub reason: String,
+    /// When the endpoint entered `state`, Unix milliseconds.
+    pub since_unix_ms: u64,
+    pub times_ejected: u32,
+    pub last_error: Option<String>,
+    /// Would be ejected, kept eligible by `maxEjectionPercent`.
+    pub ejection_suppressed: bool,
+}
+
+/// The complete health of one pool as one sidecar sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolHealth {
+    pub pool: PoolRef,
+    pub roster_version: u64,
+    pub panic: bool,
+    pub endpoints: Vec<EndpointHealth>,
+}
+
+/// One message of the `Report` stream; no pools means a heartbeat.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HealthReport {
+    pub sidecar: Option<SidecarId>,
+    pub pools: Vec<PoolHealth>,
+}
+
+// === impl PoolRef ===
+
+impl PoolRef {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for PoolRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl FromStr for PoolRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once('/') {
+            Some((ns, name)) if valid_name(ns) && valid_name(name) => Ok(Self::new(ns, name)),
+            _ => Err(format!(
+                "{s:?} is not a pool reference; write it as namespace/name"
+            )),
+        }
+    }
+}
+
+/// A Kubernetes object name (DNS subdomain, at most 253 characters).
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+// === impl SidecarId ===
+
+impl fmt::Display for SidecarId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.pod)?;
+        if !self.instance.is_empty() {
+            write!(f, "#{}", self.instance)?;
+        }
+        Ok(())
+    }
+}
+
+// === impl UnavailableReason ===
+
+impl UnavailableReason {
+    /// The pool itself is gone: stop routing to it.
+    pub fn pool_gone(self) -> bool {
+        matches!(self, Self::PoolNotFound | Self::PoolDeleted)
+    }
+
+    /// PascalCase, as in a Kubernetes condition reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PoolNotFound => "PoolNotFound",
+            Self::PoolDeleted => "PoolDeleted",
+            Self::ServiceNotFound => "ServiceNotFound",
+            Self::PortNotFound => "PortNotFound",
+            Self::NotPermitted => "NotPermitted",
+            Self::InvalidPolicy => "InvalidPolicy",
+            Self::Other => "Unavailable",
+        }
+    }
+}
+
+impl fmt::Display for UnavailableReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// === impl EndpointState ===
+
+impl EndpointState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "Unknown",
+            Self::Healthy => "Healthy",
+            Self::Ejected => "Ejected",
+            Self::Probation => "Probation",
+            Self::Draining => "Draining",
+        }
+    }
+}
+
+impl fmt::Display for EndpointState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,213 @@
+//! Reconciliation of one `BackendPool`: compute its roster from the cached EndpointSlices and
+//! Service, publish it to the hub (a new version only when it changed), aggregate the sidecar
+//! reports into a status and write it with server-side apply when the coalescer allows. It
+//! assumes nothing about why it ran: a pool, slice, Service or report change all lead here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource, ResourceExt};
+use parking_lot::Mutex;
+use rollcall_api::roster::{PoolRef, PoolState};
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::crd::{BackendPool, BackendPoolStatus};
+use crate::metrics::Metrics;
+use crate::roster::{self, RosterHub, SERVICE_NAME_LABEL};
+use crate::status::{self, Coalescer, Decision, ReportStore, Served, events};
+use crate::{Error, Result};
+
+/// The field manager of every status write.
+pub const FIELD_MANAGER: &str = "rollcall-controller";
+
+/// Tunables of the reconcile loop.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// At most one status write per pool per this interval.
+    pub status_interval: Duration,
+    /// A sidecar silent for longer no longer counts as reporting.
+    pub report_ttl: Duration,
+    /// Reconcile every pool at least this often.
+    pub resync: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            status_interval: Duration::from_secs(1),
+            report_ttl: Duration::from_secs(90),
+            resync: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Everything reconcile needs, passed in (never global), so tests build their own.
+pub struct Context {
+    pub client: Client,
+    pub slices: Store<EndpointSlice>,
+    pub services: Store<Service>,
+    pub hub: Arc<RosterHub>,
+    pub reports: Arc<ReportStore>,
+    pub metrics: Metrics,
+    pub coalescer: Mutex<Coalescer>,
+    pub settings: Settings,
+    /// Turns true once the EndpointSlice and Service caches hold a full list.
+    pub caches_synced: watch::Receiver<bool>,
+    /// Wall clock, injectable for tests.
+    pub now: fn() -> Timestamp,
+    /// Records Events on ejections, re-admissions and panic mode; `None` records nothing.
+    pub recorder: Option<Recorder>,
+}
+
+pub fn pool_ref(pool: &BackendPool) -> PoolRef {
+    PoolRef::new(pool.namespace().unwrap_or_default(), pool.name_any())
+}
+
+#[tracing::instrument(skip_all, fields(pool = %pool_ref(&pool)))]
+pub async fn reconcile(pool: Arc<BackendPool>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile_seconds.start_timer();
+    // Never compute from half-filled caches: a Service not listed yet would read as missing.
+    if ctx.caches_synced.clone().wait_for(|s| *s).await.is_err() {
+        return Err(Error::CachesNotReady);
+    }
+    let key = pool_ref(&pool);
+    let ns = pool
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    let svc_name = &pool.spec.service.name;
+    let service = ctx.services.get(&ObjectRef::new(svc_name).within(&ns));
+    let slices: Vec<EndpointSlice> = ctx
+        .slices
+        .state()
+        .iter()
+        .filter(|s| {
+            s.namespace().as_deref() == Some(ns.as_str())
+                && s.labels().get(SERVICE_NAME_LABEL) == Some(svc_name)
+        })
+        .map(|s| (**s).clone())
+        .collect();
+    let computed = roster::compute(&pool, &slices, service.as_deref());
+    let now = (ctx.now)();
+    let now_ms = u64::try_from(now.as_millisecond()).unwrap_or_default();
+    let state = match &computed {
+        Ok(r) => PoolState::Roster(r.clone()),
+        Err(p) => PoolState::Unavailable {
+            reason: p.reason,
+            message: p.message.clone(),
+        },
+    };
+    if let Some(version) = ctx.hub.publish(&key, state, now_ms) {
+        ctx.metrics.roster_versions.inc();
+        match &computed {
+            Ok(r) => tracing::info!(version, endpoints = r.endpoints.len(), "roster published"),
+            Err(p) => {
+                tracing::info!(version, reason = %p.reason, message = %p.message, "roster unavailable")
+            }
+        }
+    }
+    let version = ctx.hub.current(&key).map_or(0, |p| p.update.version);
+    let fresh_after = Instant::now()
+        .checked_sub(ctx.settings.report_ttl)
+        .unwrap_or_else(Instant::now);
+    let reports = ctx.reports.for_pool(&key, fresh_after);
+    let served = match &computed {
+        Ok(roster) => Served::Roster { version, roster },
+        Err(problem) => Served::Problem(problem),
+    };
+    let desired = status::aggregate(status::Input {
+        generation: pool.metadata.generation,
+        served,
+        reports: &reports,
+        connected: ctx.hub.watchers(&key) as u32,
+        previous: pool.status.as_ref(),
+        now,
+    });
+    let at = Instant::now();
+    let decision = if pool.status.as_ref() == Some(&desired) {
+        Decision::Unchanged
+    } else {
+        ctx.coalescer.lock().decide(&key, &desired, at)
+    };
+    // Reports go stale without an event; look again when the freshest could have.
+    let resync = if reports.is_empty() {
+        ctx.settings.resync
+    } else {
+        ctx.settings.resync.min(ctx.settings.report_ttl)
+    };
+    match decision {
+        Decision::Unchanged => Ok(Action::requeue(resync)),
+        Decision::WaitUntil(when) => Ok(Action::requeue(when.saturating_duration_since(at))),
+        Decision::Write => {
+            let api: Api<BackendPool> = Api::namespaced(ctx.client.clone(), &ns);
+            let patch = json!({
+                "apiVersion": BackendPool::api_version(&()),
+                "kind": BackendPool::kind(&()),
+                "status": desired,
+            });
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            match api
+                .patch_status(&pool.name_any(), &params, &Patch::Apply(&patch))
+                .await
+            {
+                Ok(_) => {
+                    ctx.metrics.status_writes.with_label_values(&["ok"]).inc();
+                    record_events(&ctx, &pool, &desired).await;
+                    ctx.coalescer.lock().wrote(&key, desired, at);
+                    Ok(Action::requeue(resync))
+                }
+                Err(e) => {
+                    let result = match &e {
+                        kube::Error::Api(s) if s.code == 409 => "conflict",
+                        _ => "error",
+                    };
+                    ctx.metrics.status_writes.with_label_values(&[result]).inc();
+                    ctx.coalescer.lock().forget(&key);
+                    Err(Error::Kube(e))
+                }
+            }
+        }
+    }
+}
+
+/// Record the Events the written status deserves; a failure is logged, never fatal.
+async fn record_events(ctx: &Context, pool: &BackendPool, written: &BackendPoolStatus) {
+    let Some(recorder) = &ctx.recorder else {
+        return;
+    };
+    let reference = pool.object_ref(&());
+    for t in events::transitions(pool.status.as_ref(), written) {
+        let event = Event {
+            type_: if t.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: t.reason.into(),
+            note: Some(t.note),
+            action: "Observe".into(),
+            secondary: None,
+        };
+        if let Err(error) = recorder.publish(&event, &reference).await {
+            tracing::warn!(%error, reason = t.reason, "cannot record event");
+        }
+    }
+}
+
+/// Log, count and retry later; a failing pool never blocks the others.
+pub fn error_policy(pool: Arc<BackendPool>, error: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(pool = %pool_ref(&pool), %error, "reconcile failed");
+    ctx.metrics.reconciles.with_label_values(&["error"]).inc();
+    Action::requeue(Duration::from_secs(15))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,220 @@
+//! Reconcile against kube's mock API service: the exact status patch, and no call at all when
+//! nothing changed.
+
+use std::time::Duration;
+
+use http::{Request, Response};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::client::Body;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use rollcall_api::roster::UnavailableReason;
+use serde_json::{Value, json};
+use tower_test::mock::{self, Handle};
+
+use super::*;
+use crate::crd::BackendPoolStatus;
+use crate::fixtures::{self, READY};
+
+type ApiHandle = Handle<Request<Body>, Response<Body>>;
+
+const T0: i64 = 1_700_000_000;
+
+fn fixed_now() -> Timestamp {
+    Timestamp::from_second(T0).unwrap()
+}
+
+fn store<K>(objects: Vec<K>) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let mut writer: Writer<K> = Writer::default();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(o));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    writer.as_reader()
+}
+
+fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>, ApiHandle) {
+    let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let ctx = Context {
+        client: Client::new(svc, "default"),
+        slices: store(slices),
+        services: store(services),
+        hub: Arc::new(RosterHub::new()),
+        reports: Arc::new(ReportStore::new()),
+        metrics: Metrics::new().unwrap(),
+        coalescer: Mutex::new(Coalescer::new(Duration::from_secs(1))),
+        settings: Settings::default(),
+        caches_synced: tokio::sync::watch::channel(true).1,
+        now: fixed_now,
+        recorder: None,
+    };
+    (Arc::new(ctx), handle)
+}
+
+fn web_pool() -> BackendPool {
+    fixtures::pool("web", "web", IntOrString::String("http".into()))
+}
+
+fn web_world() -> (Vec<Service>, Vec<EndpointSlice>) {
+    let svc = fixtures::service("web", &[("http", 80)]);
+    let slice = fixtures::slice(
+        "web-1",
+        "web",
+        "IPv4",
+        ("http", 8080),
+        &[("10.0.0.1", READY), ("10.0.0.2", READY)],
+    );
+    (vec![svc], vec![slice])
+}
+
+/// Expect one status patch and answer it; returns the JSON body sent.
+async fn expect_status_patch(handle: &mut ApiHandle, pool: &BackendPool) -> Value {
+    let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .expect("no API call within 5s")
+        .expect("service dropped");
+    assert_eq!(req.method(), http::Method::PATCH);
+    assert_eq!(
+        req.uri().to_string(),
+        "/apis/rollcall.dev/v1alpha1/namespaces/shop/backendpools/web/status?&force=true&fieldManager=rollcall-controller"
+    );
+    assert_eq!(
+        req.headers().get("content-type").unwrap(),
+        "application/apply-patch+yaml"
+    );
+    let bytes = req.into_body().collect_bytes().await.unwrap();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    let mut answer = pool.clone();
+    answer.status = serde_json::from_value(body["status"].clone()).unwrap();
+    send.send_response(
+        Response::builder()
+            .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+            .unwrap(),
+    );
+    body
+}
+
+#[tokio::test]
+async fn writes_the_exact_status_with_server_side_apply() {
+    let (services, slices) = web_world();
+    let (ctx, mut handle) = context(services, slices);
+    let pool = web_pool();
+    let verifier = {
+        let pool = pool.clone();
+        tokio::spawn(async move { expect_status_patch(&mut handle, &pool).await })
+    };
+    let action = reconcile(Arc::new(pool), ctx.clone()).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(300)));
+    let body = verifier.await.unwrap();
+    let version = ctx
+        .hub
+        .current(&PoolRef::new("shop", "web"))
+        .unwrap()
+        .update
+        .version;
+    assert_eq!(version, 1_700_000_000_000);
+    let when = "2023-11-14T22:13:20Z";
+    assert_eq!(
+        body,
+        json!({
+            "apiVersion": "rollcall.dev/v1alpha1",
+            "kind": "BackendPool",
+            "status": {
+                "observedGeneration": 1,
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "RosterServed",
+                     "message": format!("2 of 2 endpoints healthy; roster version {version}"),
+                     "observedGeneration": 1, "lastTransitionTime": when},
+                    {"type": "Degraded", "status": "False", "reason": "NoEjections",
+                     "message": "no endpoint is ejected by most sidecars",
+                     "observedGeneration": 1, "lastTransitionTime": when},
+                    {"type": "Panic", "status": "False", "reason": "NotInPanic",
+                     "message": "no sidecar routes in panic mode",
+                     "observedGeneration": 1, "lastTransitionTime": when},
+                ],
+                "rosterVersion": version,
+                "endpoints": {"total": 2, "healthy": 2, "ejected": 0, "probation": 0, "draining": 0},
+                "sidecars": {"connected": 0, "reporting": 0},
+                "ejections": [],
+            }
+        })
+    );
+}
+
+#[tokio::test]
+async fn unchanged_status_is_not_written_again() {
+    let (services, slices) = web_world();
+    let (ctx, mut handle) = context(services, slices);
+    let mut pool = web_pool();
+    let verifier = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let body = expect_status_patch(&mut handle, &pool).await;
+            (body, handle)
+        })
+    };
+    reconcile(Arc::new(pool.clone()), ctx.clone())
+        .await
+        .unwrap();
+    let (body, _handle) = verifier.await.unwrap();
+    // The object now carries what was written: reconciling again makes no API call (the
+    // mock would never answer one, and the timeout would fire).
+    pool.status =
+        serde_json::from_value::<Option<BackendPoolStatus>>(body["status"].clone()).unwrap();
+    let again = tokio::time::timeout(Duration::from_secs(1), reconcile(Arc::new(pool), ctx));
+    assert_eq!(
+        again.await.expect("no API call expected").unwrap(),
+        Action::requeue(Duration::from_secs(300))
+    );
+}
+
+#[tokio::test]
+async fn a_change_within_the_interval_waits_instead_of_writing() {
+    let (services, slices) = web_world();
+    let (ctx, mut handle) = context(services, slices);
+    let pool = web_pool();
+    let verifier = {
+        let pool = pool.clone();
+        tokio::spawn(async move { (expect_status_patch(&mut handle, &pool).await, handle) })
+    };
+    reconcile(Arc::new(pool.clone()), ctx.clone())
+        .await
+        .unwrap();
+    let (_, _handle) = verifier.await.unwrap();
+    let mut changed = pool;
+    changed.metadata.generation = Some(2);
+    let action = tokio::time::timeout(Duration::from_secs(1), reconcile(Arc::new(changed), ctx))
+        .await
+        .expect("no API call expected")
+        .unwrap();
+    assert_ne!(action, Action::requeue(Duration::from_secs(300)));
+}
+
+#[tokio::test]
+async fn missing_service_is_a_condition_and_an_unavailable_roster() {
+    let (ctx, mut handle) = context(vec![], vec![]);
+    let pool = web_pool();
+    let verifier = {
+        let pool = pool.clone();
+        tokio::spawn(async move { expect_status_patch(&mut handle, &pool).await })
+    };
+    reconcile(Arc::new(pool), ctx.clone()).await.unwrap();
+    let body = verifier.await.unwrap();
+    let ready = &body["status"]["conditions"][0];
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "ServiceNotFound");
+    assert_eq!(ready["message"], "Service shop/web does not exist");
+    assert!(body["status"].get("endpoints").is_none());
+    let current = ctx.hub.current(&PoolRef::new("shop", "web")).unwrap();
+    assert!(matches!(
+        current.update.state,
+        PoolState::Unavailable {
+            reason: UnavailableReason::ServiceNotFound,
+            ..
+        }
+    ));
+}

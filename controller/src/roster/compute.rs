@@ -1,0 +1,173 @@
+//! Roster computation, pure: `(BackendPool, EndpointSlices, Service) -> Roster | Problem`.
+//!
+//! - The pool's `service.port` names a *Service* port (by name or number). EndpointSlice ports
+//!   carry the Service port's name and the *target* port number, so the Service port is first
+//!   resolved to its name, then each slice's port of that name gives the endpoint port (it may
+//!   differ between slices while a named targetPort rolls out).
+//! - Conditions follow the EndpointSlice API: unset `ready` means ready, unset `serving` means
+//!   the same as `ready`, unset `terminating` means not terminating.
+//! - An address in several slices (a slice being split or merged) appears once, keeping the
+//!   most usable copy: ready, then serving, then not terminating.
+//! - IPv4 and IPv6 slices are both used (dual-stack); FQDN slices are ignored.
+//! - A missing Service or port is a `Problem` with a reason, for a condition; a Service without
+//!   endpoints is an empty roster (the status says `NoEndpoints`).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use rollcall_api::roster::{Endpoint, Roster, UnavailableReason};
+
+use crate::crd::BackendPool;
+
+/// The label that ties an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Why no roster could be computed; becomes a condition and an `unavailable` update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub reason: UnavailableReason,
+    pub message: String,
+}
+
+/// Compute the roster of `pool` from the EndpointSlices of its namespace (others are ignored)
+/// and its Service, if it exists.
+pub fn compute(
+    pool: &BackendPool,
+    slices: &[EndpointSlice],
+    service: Option<&Service>,
+) -> Result<Roster, Problem> {
+    let namespace = pool.namespace().unwrap_or_default();
+    let svc_name = &pool.spec.service.name;
+    let port_text = match &pool.spec.service.port {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => s.clone(),
+    };
+    let service_label = format!("{namespace}/{svc_name}:{port_text}");
+    let Some(service) = service.filter(|s| {
+        s.name_any() == *svc_name && s.namespace().as_deref() == Some(namespace.as_str())
+    }) else {
+        return Err(Problem {
+            reason: UnavailableReason::ServiceNotFound,
+            message: format!("Service {namespace}/{svc_name} does not exist"),
+        });
+    };
+    let port_name =
+        service_port_name(service, &pool.spec.service.port).map_err(|message| Problem {
+            reason: UnavailableReason::PortNotFound,
+            message,
+        })?;
+
+    let mut best: HashMap<SocketAddr, Endpoint> = HashMap::new();
+    let ours = slices.iter().filter(|s| {
+        s.namespace().as_deref() == Some(namespace.as_str())
+            && s.labels().get(SERVICE_NAME_LABEL) == Some(svc_name)
+            && matches!(s.address_type.as_str(), "IPv4" | "IPv6")
+    });
+    for slice in ours {
+        let Some(port) = slice_port(slice, &port_name) else {
+            continue;
+        };
+        for ep in slice.endpoints.iter().flatten() {
+            // Addresses of one endpoint are fungible; the API says consumers may use the first.
+            let Some(ip) = ep.addresses.first().and_then(|a| a.parse::<IpAddr>().ok()) else {
+                continue;
+            };
+            let cond = ep.conditions.clone().unwrap_or_default();
+            let ready = cond.ready.unwrap_or(true);
+            let endpoint = Endpoint {
+                addr: SocketAddr::new(ip, port),
+                pod: ep
+                    .target_ref
+                    .as_ref()
+                    .filter(|r| r.kind.as_deref() == Some("Pod"))
+                    .and_then(|r| r.name.clone()),
+                zone: ep.zone.clone(),
+                ready,
+                serving: cond.serving.unwrap_or(ready),
+                terminating: cond.terminating.unwrap_or(false),
+                weight: 1,
+            };
+            best.entry(endpoint.addr)
+                .and_modify(|kept| {
+                    if rank(&endpoint) > rank(kept) {
+                        *kept = endpoint.clone();
+                    }
+                })
+                .or_insert(endpoint);
+        }
+    }
+    let mut endpoints: Vec<Endpoint> = best.into_values().collect();
+    endpoints.sort_by_key(|e| e.addr);
+    Ok(Roster {
+        endpoints,
+        policy: pool.spec.policy.clone(),
+        service: service_label,
+    })
+}
+
+/// Which copy of a duplicated address to keep: the most usable one.
+fn rank(e: &Endpoint) -> (bool, bool, bool) {
+    (e.ready, e.serving, !e.terminating)
+}
+
+/// The name of the Service's TCP port the pool refers to ("" for an unnamed single port).
+fn service_port_name(service: &Service, port: &IntOrString) -> Result<String, String> {
+    let name = service.name_any();
+    let ports = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let found = ports.iter().find(|p| match port {
+        IntOrString::Int(n) => p.port == *n,
+        IntOrString::String(s) => p.name.as_deref() == Some(s.as_str()),
+    });
+    let Some(found) = found else {
+        let have: Vec<String> = ports
+            .iter()
+            .map(|p| match &p.name {
+                Some(n) => format!("{n} ({})", p.port),
+                None => p.port.to_string(),
+            })
+            .collect();
+        let want = match port {
+            IntOrString::Int(n) => format!("port {n}"),
+            IntOrString::String(s) => format!("port named {s:?}"),
+        };
+        return Err(format!(
+            "Service {name} has no {want}; its ports are [{}]",
+            have.join(", ")
+        ));
+    };
+    match found.protocol.as_deref() {
+        None | Some("TCP") => Ok(found.name.clone().unwrap_or_default()),
+        Some(other) => Err(format!(
+            "Service {name} port {} is {other}; rollcall routes TCP only",
+            found.port
+        )),
+    }
+}
+
+/// The slice's port number for the Service port named `name`.
+fn slice_port(slice: &EndpointSlice, name: &str) -> Option<u16> {
+    slice
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| {
+            p.name.as_deref().unwrap_or_default() == name
+                && matches!(p.protocol.as_deref(), None | Some("TCP"))
+        })
+        .and_then(|p| p.port)
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p != 0)
+}
+
+#[cfg(test)]
+#[path = "compute_tests.rs"]
+mod tests;

@@ -1,0 +1,214 @@
+//! The roster hub: the latest versioned roster of every pool, one `tokio::sync::watch` channel
+//! per pool. Latest wins: a watcher that falls behind skips to the newest roster, so no queue
+//! grows for a slow sidecar. A roster is published only when its content changed, and then
+//! gets a new version; the wire form is encoded once per version, not once per sidecar.
+//!
+//! Until the controller's caches are synced (`mark_synced`) an unknown pool has no state at all
+//! and watchers wait, and a pool that existed at sync waits for its first reconcile, so a
+//! restarting controller never tells sidecars a live pool is gone.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::RwLock;
+use rollcall_api::proto::v1 as pb;
+use rollcall_api::roster::{PoolRef, PoolState, RosterUpdate, UnavailableReason};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// One published state of a pool.
+#[derive(Debug)]
+pub struct Published {
+    pub update: RosterUpdate,
+    /// `update` encoded for the wire.
+    pub wire: pb::RosterUpdate,
+    /// When it was published, to measure push latency.
+    pub at: Instant,
+}
+
+/// What a watcher sees: nothing yet, or the latest state.
+pub type Slot = Option<Arc<Published>>;
+
+#[derive(Debug, Default)]
+pub struct RosterHub {
+    pools: RwLock<HashMap<PoolRef, watch::Sender<Slot>>>,
+    synced: AtomicBool,
+    /// Pools that existed at sync time and are not published yet: never "not found".
+    expected: RwLock<HashSet<PoolRef>>,
+}
+
+// === impl RosterHub ===
+
+impl RosterHub {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Publish `state` for `pool` if it differs from the current one. Returns the new version,
+    /// or `None` when nothing changed. Versions are `max(previous + 1, now_unix_ms)`, so they
+    /// keep increasing across controller restarts as long as clocks are sane.
+    pub fn publish(&self, pool: &PoolRef, state: PoolState, now_unix_ms: u64) -> Option<u64> {
+        if !self.expected.read().is_empty() {
+            self.expected.write().remove(pool);
+        }
+        let tx = self.sender(pool);
+        let mut version = None;
+        tx.send_if_modified(|slot| {
+            let prev = slot.as_ref().map(|p| p.update.version);
+            if slot.as_ref().is_some_and(|p| p.update.state == state) {
+                return false;
+            }
+            let v = prev
+                .map_or(now_unix_ms, |p| (p + 1).max(now_unix_ms))
+                .max(1);
+            *slot = Some(Arc::new(encode(pool, v, state.clone())));
+            version = Some(v);
+            true
+        });
+        version
+    }
+
+    /// The pool was deleted: watchers get `PoolDeleted`.
+    pub fn remove(&self, pool: &PoolRef, now_unix_ms: u64) -> Option<u64> {
+        let state = PoolState::Unavailable {
+            reason: UnavailableReason::PoolDeleted,
+            message: format!("BackendPool {pool} was deleted"),
+        };
+        self.publish(pool, state, now_unix_ms)
+    }
+
+    /// Subscribe to a pool; the receiver's current value is the snapshot.
+    pub fn subscribe(&self, pool: &PoolRef, now_unix_ms: u64) -> watch::Receiver<Slot> {
+        let rx = self.sender(pool).subscribe();
+        let known = self.expected.read().contains(pool);
+        if self.synced.load(Ordering::Acquire) && !known && rx.borrow().is_none() {
+            self.publish(pool, not_found(pool), now_unix_ms);
+        }
+        rx
+    }
+
+    /// The caches are synced and `existing` are the pools they hold: every other pool nobody
+    /// published is now known not to exist. Existing pools keep waiting for their first
+    /// reconcile, so a sidecar is never told a live pool is gone.
+    pub fn mark_synced(&self, now_unix_ms: u64, existing: impl IntoIterator<Item = PoolRef>) {
+        {
+            let mut expected = self.expected.write();
+            expected.extend(existing);
+            let pools = self.pools.read();
+            expected.retain(|p| pools.get(p).is_none_or(|tx| tx.borrow().is_none()));
+        }
+        self.synced.store(true, Ordering::Release);
+        let expected = self.expected.read().clone();
+        let pending: Vec<PoolRef> = self
+            .pools
+            .read()
+            .iter()
+            .filter(|(p, tx)| tx.borrow().is_none() && !expected.contains(*p))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for pool in pending {
+            self.publish(&pool, not_found(&pool), now_unix_ms);
+        }
+    }
+
+    pub fn current(&self, pool: &PoolRef) -> Slot {
+        self.pools
+            .read()
+            .get(pool)
+            .and_then(|tx| tx.borrow().clone())
+    }
+
+    /// How many streams watch `pool` right now.
+    pub fn watchers(&self, pool: &PoolRef) -> usize {
+        self.pools
+            .read()
+            .get(pool)
+            .map_or(0, watch::Sender::receiver_count)
+    }
+
+    /// Pools whose current state is not "gone" (a roster or a problem).
+    pub fn live(&self) -> Vec<PoolRef> {
+        self.pools
+            .read()
+            .iter()
+            .filter(|(_, tx)| {
+                tx.borrow()
+                    .as_deref()
+                    .is_some_and(|p| match &p.update.state {
+                        PoolState::Roster(_) => true,
+                        PoolState::Unavailable { reason, .. } => !reason.pool_gone(),
+                    })
+            })
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// Forget pools nobody watches and that have no roster (requests for names that never
+    /// existed), so a sidecar asking for junk cannot grow memory.
+    pub fn prune(&self) {
+        self.pools.write().retain(|_, tx| {
+            tx.receiver_count() > 0
+                || matches!(tx.borrow().as_deref(), Some(p) if matches!(p.update.state, PoolState::Roster(_)))
+        });
+    }
+
+    fn sender(&self, pool: &PoolRef) -> watch::Sender<Slot> {
+        if let Some(tx) = self.pools.read().get(pool) {
+            return tx.clone();
+        }
+        self.pools
+            .write()
+            .entry(pool.clone())
+            .or_insert_with(|| watch::Sender::new(None))
+            .clone()
+    }
+}
+
+fn not_found(pool: &PoolRef) -> PoolState {
+    PoolState::Unavailable {
+        reason: UnavailableReason::PoolNotFound,
+        message: format!("BackendPool {pool} does not exist"),
+    }
+}
+
+fn encode(pool: &PoolRef, version: u64, state: PoolState) -> Published {
+    let update = RosterUpdate {
+        pool: pool.clone(),
+        version,
+        state,
+    };
+    match pb::RosterUpdate::try_from(&update) {
+        Ok(wire) => Published {
+            update,
+            wire,
+            at: Instant::now(),
+        },
+        Err(e) => {
+            let update = RosterUpdate {
+                state: PoolState::Unavailable {
+                    reason: UnavailableReason::InvalidPolicy,
+                    message: format!("policy cannot be encoded: {e}"),
+                },
+                ..update
+            };
+            let wire = pb::RosterUpdate {
+                pool: Some(pool.into()),
+                version,
+                state: Some(pb::roster_update::State::Unavailable(pb::Unavailable {
+                    reason: pb::unavailable::Reason::InvalidPolicy.into(),
+                    message: format!("policy cannot be encoded: {e}"),
+                })),
+            };
+            Published {
+                update,
+                wire,
+                at: Instant::now(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "hub_tests.rs"]
+mod tests;

@@ -1,0 +1,200 @@
+//! Wiring: reflectors for `BackendPool`s, EndpointSlices (those labelled with their Service)
+//! and Services feed one kube-runtime `Controller`. Slice and Service changes map to the pools
+//! that name that Service; report and watcher changes map to their pool; a deleted pool is
+//! announced to its watchers (also when its Delete event was missed during a watch outage).
+//! Reconciles wait for the slice and Service caches; once the pool cache has synced too, the
+//! hub may say a pool does not exist and the controller reports ready.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures_util::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use kube::{Api, Client, ResourceExt};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use crate::crd::BackendPool;
+use crate::reconcile::{self, Context, Settings, pool_ref};
+use crate::roster::SERVICE_NAME_LABEL;
+use crate::server::State;
+use crate::status::Coalescer;
+use crate::unix_ms;
+
+/// Whether `store` has synced, without being one of several concurrent `wait_until_ready`
+/// callers: kube-runtime's readiness future wakes only its most recent waiter (the Controller
+/// waits on the pool store too), so poll it in short rounds instead.
+async fn ready_soon<K: kube::runtime::reflector::Lookup + Clone + 'static>(store: &Store<K>) -> bool
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready()).await {
+            Ok(result) => return result.is_ok(),
+            Err(_elapsed) => continue,
+        }
+    }
+}
+
+/// Pools in `store` that use the Service `namespace/name`.
+fn pools_of(
+    store: &Store<BackendPool>,
+    namespace: Option<String>,
+    name: Option<&String>,
+) -> Vec<ObjectRef<BackendPool>> {
+    store
+        .state()
+        .iter()
+        .filter(|p| p.namespace() == namespace && Some(&p.spec.service.name) == name)
+        .map(|p| ObjectRef::from_obj(&**p))
+        .collect()
+}
+
+/// Run the controller until `shutdown` resolves. `ready` turns true once the caches synced.
+pub async fn run(
+    client: Client,
+    state: State,
+    settings: Settings,
+    ready: Arc<AtomicBool>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (pool_reader, pool_writer) = reflector::store::<BackendPool>();
+    let (slice_reader, slice_writer) = reflector::store::<EndpointSlice>();
+    let (svc_reader, svc_writer) = reflector::store::<Service>();
+
+    let hub = state.hub.clone();
+    let pools = reflector::reflector(
+        pool_writer,
+        watcher(
+            Api::<BackendPool>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .inspect(move |event| {
+        if let Ok(watcher::Event::Delete(pool)) = event {
+            hub.remove(&pool_ref(pool), unix_ms());
+        }
+    })
+    .applied_objects();
+    let slices = reflector::reflector(
+        slice_writer,
+        watcher(
+            Api::<EndpointSlice>::all(client.clone()),
+            watcher::Config::default().labels(SERVICE_NAME_LABEL),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let services = reflector::reflector(
+        svc_writer,
+        watcher(
+            Api::<Service>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+
+    let reports = state.reports.clone();
+    let report_triggers = stream::unfold(reports, |store| async move {
+        store.changed().await;
+        let dirty = store.take_dirty();
+        Some((dirty, store))
+    })
+    .flat_map(|dirty| {
+        stream::iter(
+            dirty
+                .into_iter()
+                .map(|p| ObjectRef::<BackendPool>::new(&p.name).within(&p.namespace)),
+        )
+    });
+
+    let (synced_tx, synced_rx) = watch::channel(false);
+    let sync = {
+        let (pools, slices, services) = (
+            pool_reader.clone(),
+            slice_reader.clone(),
+            svc_reader.clone(),
+        );
+        let hub = state.hub.clone();
+        async move {
+            if !(ready_soon(&slices).await && ready_soon(&services).await) {
+                return;
+            }
+            let _ = synced_tx.send(true);
+            if !ready_soon(&pools).await {
+                return;
+            }
+            hub.mark_synced(unix_ms(), pools.state().iter().map(|p| pool_ref(p)));
+            ready.store(true, Ordering::Release);
+            tracing::info!("caches synced; serving rosters");
+            loop {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                // A pool deleted while the watch was down leaves no Delete event behind.
+                for gone in hub.live().into_iter().filter(|p| {
+                    pools
+                        .get(&ObjectRef::new(&p.name).within(&p.namespace))
+                        .is_none()
+                }) {
+                    hub.remove(&gone, unix_ms());
+                }
+                hub.prune();
+            }
+        }
+    };
+    let sync = tokio::spawn(sync);
+
+    let reporter = Reporter {
+        controller: reconcile::FIELD_MANAGER.into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let ctx = Arc::new(Context {
+        recorder: Some(Recorder::new(client.clone(), reporter)),
+        client,
+        slices: slice_reader,
+        services: svc_reader,
+        hub: state.hub.clone(),
+        reports: state.reports.clone(),
+        metrics: state.metrics.clone(),
+        coalescer: Mutex::new(Coalescer::new(settings.status_interval)),
+        settings,
+        caches_synced: synced_rx,
+        now: k8s_openapi::jiff::Timestamp::now,
+    });
+    let (by_slice, by_service) = (pool_reader.clone(), pool_reader.clone());
+    let metrics = state.metrics.clone();
+    Controller::for_stream(pools, pool_reader)
+        .watches_stream(slices, move |s: EndpointSlice| {
+            pools_of(&by_slice, s.namespace(), s.labels().get(SERVICE_NAME_LABEL))
+        })
+        .watches_stream(services, move |s: Service| {
+            pools_of(&by_service, s.namespace(), Some(&s.name_any()))
+        })
+        .reconcile_on(report_triggers)
+        .with_config(controller::Config::default().debounce(Duration::from_millis(200)))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|result| {
+            let label = if result.is_ok() { "ok" } else { "error" };
+            if let Err(e) = &result {
+                tracing::debug!(error = %e, "reconcile did not run");
+            }
+            // Errors from reconcile itself are counted in `error_policy`.
+            if label == "ok" {
+                metrics.reconciles.with_label_values(&["ok"]).inc();
+            }
+            std::future::ready(())
+        })
+        .await;
+    sync.abort();
+}
+
+#[cfg(test)]
+mod tests;

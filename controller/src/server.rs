@@ -1,0 +1,73 @@
+//! The gRPC roster server: `Watch` streams rosters from the `RosterHub` (snapshot first, then
+//! changes, latest wins), `Report` feeds sidecar health into the `ReportStore`. Every call
+//! passes the `identity` interceptor first, the seam where authentication will sit; message
+//! sizes and the number of pools per watch are bounded, so one bad client cannot exhaust the
+//! server.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rollcall_api::proto::v1::roster_server::RosterServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::interceptor::InterceptedService;
+
+use crate::metrics::Metrics;
+use crate::roster::RosterHub;
+use crate::status::ReportStore;
+use crate::{Error, Result};
+
+pub mod identity;
+mod service;
+
+pub use identity::{Caller, identify};
+pub use service::RosterService;
+
+/// Bounds on what a client may send.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest inbound message (a `WatchRequest` or one `HealthReport`).
+    pub max_decoding_message_size: usize,
+    /// Largest outbound message (one pool's roster).
+    pub max_encoding_message_size: usize,
+    /// Pools one `Watch` may name.
+    pub max_pools_per_watch: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_decoding_message_size: 4 * 1024 * 1024,
+            max_encoding_message_size: 64 * 1024 * 1024,
+            max_pools_per_watch: 256,
+        }
+    }
+}
+
+/// Shared state the server reads and writes.
+#[derive(Clone, Debug)]
+pub struct State {
+    pub hub: Arc<RosterHub>,
+    pub reports: Arc<ReportStore>,
+    pub metrics: Metrics,
+}
+
+/// Serve the roster API on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    state: State,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let svc = RosterServer::new(RosterService::new(state, limits))
+        .max_decoding_message_size(limits.max_decoding_message_size)
+        .max_encoding_message_size(limits.max_encoding_message_size);
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .add_service(InterceptedService::new(svc, identify))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+        .map_err(Error::Transport)
+}

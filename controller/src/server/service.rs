@@ -1,0 +1,235 @@
+//! The `rollcall.v1.Roster` service. `Watch` turns one watch receiver per requested pool into
+//! a stream: the current state of every pool first (the snapshot), then every change, each
+//! read from the channel when the transport can take it, so a slow reader skips to the newest
+//! roster instead of queueing. `Report` converts each message at the edge and records it.
+
+use std::collections::BTreeSet;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::{Stream, StreamExt, stream};
+use prometheus::IntGauge;
+use rollcall_api::proto::v1 as pb;
+use rollcall_api::roster::{HealthReport, PoolRef, PoolState, UnavailableReason, WatchRequest};
+use tokio::time::Instant;
+use tokio_stream::wrappers::WatchStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{Caller, Limits, State};
+use crate::status::ReportStore;
+use crate::unix_ms;
+
+pub type UpdateStream = Pin<Box<dyn Stream<Item = Result<pb::RosterUpdate, Status>> + Send>>;
+
+#[derive(Clone, Debug)]
+pub struct RosterService {
+    state: State,
+    limits: Limits,
+}
+
+/// Keeps the connected-sidecars gauge up while a Watch stream lives, and has the watched
+/// pools' statuses recomputed when it starts and ends (their `sidecars.connected` changes).
+struct Connected {
+    gauge: IntGauge,
+    reports: Arc<ReportStore>,
+    pools: Vec<PoolRef>,
+}
+
+impl Connected {
+    fn new(gauge: IntGauge, reports: Arc<ReportStore>, pools: Vec<PoolRef>) -> Self {
+        gauge.inc();
+        for p in &pools {
+            reports.touch(p.clone());
+        }
+        Self {
+            gauge,
+            reports,
+            pools,
+        }
+    }
+}
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.gauge.dec();
+        for p in self.pools.drain(..) {
+            self.reports.touch(p);
+        }
+    }
+}
+
+// === impl RosterService ===
+
+impl RosterService {
+    pub fn new(state: State, limits: Limits) -> Self {
+        Self { state, limits }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::roster_server::Roster for RosterService {
+    type WatchStream = UpdateStream;
+
+    #[tracing::instrument(skip_all, fields(sidecar))]
+    async fn watch(
+        &self,
+        req: Request<pb::WatchRequest>,
+    ) -> Result<Response<UpdateStream>, Status> {
+        let started = Instant::now();
+        let caller = req
+            .extensions()
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_default();
+        let request = WatchRequest::try_from(req.into_inner())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let sidecar = caller.attribute(Some(request.sidecar.clone()));
+        tracing::Span::current().record("sidecar", tracing::field::display(&sidecar));
+        let pools: BTreeSet<PoolRef> = request.pools.into_iter().collect();
+        if pools.is_empty() {
+            return Err(Status::invalid_argument(
+                "a watch must name at least one pool",
+            ));
+        }
+        if pools.len() > self.limits.max_pools_per_watch {
+            return Err(Status::invalid_argument(format!(
+                "a watch may name at most {} pools, got {}",
+                self.limits.max_pools_per_watch,
+                pools.len()
+            )));
+        }
+        let now = unix_ms();
+        let mut snapshot = Vec::new();
+        let mut receivers = Vec::new();
+        for pool in &pools {
+            if !caller.may_watch(pool) {
+                snapshot.push(forbidden(pool));
+                continue;
+            }
+            let mut rx = self.state.hub.subscribe(pool, now);
+            if let Some(p) = rx.borrow_and_update().as_ref() {
+                snapshot.push(p.wire.clone());
+            }
+            receivers.push(rx);
+        }
+        tracing::debug!(pools = pools.len(), "watch started");
+        let metrics = self.state.metrics.clone();
+        metrics
+            .snapshot_seconds
+            .observe(started.elapsed().as_secs_f64());
+        let guard = Connected::new(
+            metrics.connected_sidecars.clone(),
+            self.state.reports.clone(),
+            pools.into_iter().collect(),
+        );
+        let latency = metrics.push_latency_seconds.clone();
+        let changes = stream::select_all(receivers.into_iter().map(move |rx| {
+            let latency = latency.clone();
+            WatchStream::from_changes(rx)
+                .filter_map(move |slot| {
+                    let out = slot.map(|p| {
+                        latency.observe(p.at.elapsed().as_secs_f64());
+                        p.wire.clone()
+                    });
+                    std::future::ready(out)
+                })
+                .boxed()
+        }));
+        let pushes = metrics.roster_pushes.clone();
+        let updates = stream::iter(snapshot).chain(changes).map(move |u| {
+            let _alive = &guard;
+            pushes.inc();
+            Ok(u)
+        });
+        Ok(Response::new(Box::pin(updates)))
+    }
+
+    #[tracing::instrument(skip_all, fields(sidecar))]
+    async fn report(
+        &self,
+        req: Request<Streaming<pb::HealthReport>>,
+    ) -> Result<Response<pb::ReportSummary>, Status> {
+        let caller = req
+            .extensions()
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_default();
+        let mut inbound = req.into_inner();
+        let store = &self.state.reports;
+        let id = store.open(caller.attribute(None), Instant::now());
+        let mut named = caller.claimed.is_some();
+        let mut summary = pb::ReportSummary::default();
+        let result = loop {
+            let msg = match inbound.message().await {
+                Ok(Some(msg)) => msg,
+                Ok(None) => break Ok(()),
+                Err(status) => break Err(status),
+            };
+            let report = match HealthReport::try_from(msg) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.count("invalid", &mut summary.ignored);
+                    break Err(Status::invalid_argument(e.to_string()));
+                }
+            };
+            if !named && let Some(sidecar) = report.sidecar.clone() {
+                tracing::Span::current().record("sidecar", tracing::field::display(&sidecar));
+                store.identify(id, caller.attribute(Some(sidecar)));
+                named = true;
+            }
+            let now = Instant::now();
+            if report.pools.is_empty() {
+                store.heartbeat(id, now);
+                self.count("accepted", &mut summary.accepted);
+                continue;
+            }
+            for pool in report.pools {
+                if self.knows(&pool.pool) && caller.may_watch(&pool.pool) {
+                    store.record(id, pool, now);
+                    self.count("accepted", &mut summary.accepted);
+                } else {
+                    store.heartbeat(id, now);
+                    self.count("ignored", &mut summary.ignored);
+                }
+            }
+        };
+        store.close(id);
+        match result {
+            Ok(()) => Ok(Response::new(summary)),
+            Err(status) => {
+                tracing::debug!(%status, "report stream failed");
+                Err(status)
+            }
+        }
+    }
+}
+
+impl RosterService {
+    fn count(&self, result: &str, n: &mut u64) {
+        *n += 1;
+        self.state
+            .metrics
+            .reports
+            .with_label_values(&[result])
+            .inc();
+    }
+
+    /// Reports are kept only for pools that have a roster.
+    fn knows(&self, pool: &PoolRef) -> bool {
+        self.state
+            .hub
+            .current(pool)
+            .is_some_and(|p| matches!(p.update.state, PoolState::Roster(_)))
+    }
+}
+
+fn forbidden(pool: &PoolRef) -> pb::RosterUpdate {
+    pb::RosterUpdate {
+        pool: Some(pool.into()),
+        version: 0,
+        state: Some(pb::roster_update::State::Unavailable(pb::Unavailable {
+            reason: pb::unavailable::Reason::from(UnavailableReason::NotPermitted).into(),
+            message: format!("this sidecar may not watch {pool}"),
+        })),
+    }
+}

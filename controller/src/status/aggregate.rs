@@ -1,0 +1,242 @@
+//! Status aggregation, pure: the roster the controller serves plus the latest report of every
+//! sidecar become one `BackendPoolStatus`.
+//!
+//! - An endpoint's state is the one most sidecars report for it (ties go to the healthier
+//!   state); an endpoint nobody reports on counts from its EndpointSlice conditions.
+//! - `ejections` lists every endpoint at least one sidecar ejects: by how many of the sidecars
+//!   reporting on the pool, the most common reason, since the earliest ejection, and the latest
+//!   error seen. The list is capped so a status object cannot grow without bound.
+//! - Conditions: `Ready` (a roster is served and some endpoint can take traffic), `Degraded`
+//!   (most sidecars eject some endpoint), `Panic` (some sidecar routes in panic mode). Each
+//!   keeps its `lastTransitionTime` while its status does not change.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use rollcall_api::roster::{EndpointHealth, EndpointState, Roster};
+
+use super::store::SidecarReport;
+use crate::crd::{BackendPoolStatus, Ejection, EndpointCounts, SidecarCounts};
+use crate::roster::Problem;
+
+/// At most this many entries in `status.ejections`.
+pub const MAX_EJECTIONS: usize = 50;
+
+/// What the controller serves for the pool.
+#[derive(Clone, Copy, Debug)]
+pub enum Served<'a> {
+    Roster { version: u64, roster: &'a Roster },
+    Problem(&'a Problem),
+}
+
+/// Everything the status is computed from.
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    pub generation: Option<i64>,
+    pub served: Served<'a>,
+    /// Fresh reports about this pool, one per sidecar stream.
+    pub reports: &'a [SidecarReport],
+    /// Watch streams open on this pool.
+    pub connected: u32,
+    /// The status currently written, to keep transition times.
+    pub previous: Option<&'a BackendPoolStatus>,
+    pub now: Timestamp,
+}
+
+pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
+    let reporting = input.reports.len() as u32;
+    let mut status = BackendPoolStatus {
+        observed_generation: input.generation,
+        sidecars: Some(SidecarCounts {
+            connected: input.connected,
+            reporting,
+        }),
+        ..Default::default()
+    };
+    let (ready, version) = match input.served {
+        Served::Problem(p) => {
+            let ready = (false, p.reason.as_str().to_string(), p.message.clone());
+            (ready, None)
+        }
+        Served::Roster { version, roster } => {
+            let (counts, ejections) = endpoints(roster, input.reports);
+            let ready = if counts.total == 0 {
+                (
+                    false,
+                    "NoEndpoints".into(),
+                    "the Service has no endpoints".into(),
+                )
+            } else if counts.healthy + counts.probation == 0 {
+                let msg = format!("none of {} endpoints is healthy", counts.total);
+                (false, "NoHealthyEndpoints".into(), msg)
+            } else {
+                let msg = format!(
+                    "{} of {} endpoints healthy; roster version {version}",
+                    counts.healthy, counts.total
+                );
+                (true, "RosterServed".into(), msg)
+            };
+            status.endpoints = Some(counts);
+            status.ejections = ejections;
+            (ready, Some(version))
+        }
+    };
+    status.roster_version = version;
+    let ejected = status.endpoints.as_ref().map_or(0, |c| c.ejected);
+    let degraded = if ejected > 0 {
+        let total = status.endpoints.as_ref().map_or(0, |c| c.total);
+        let msg = format!("{ejected} of {total} endpoints ejected by most sidecars");
+        (true, "EndpointsEjected".to_string(), msg)
+    } else {
+        (
+            false,
+            "NoEjections".into(),
+            "no endpoint is ejected by most sidecars".into(),
+        )
+    };
+    let panicking = input.reports.iter().filter(|r| r.health.panic).count();
+    let panic = if panicking > 0 {
+        let msg = format!("{panicking} of {reporting} sidecars route in panic mode");
+        (true, "PanicMode".to_string(), msg)
+    } else {
+        (
+            false,
+            "NotInPanic".into(),
+            "no sidecar routes in panic mode".into(),
+        )
+    };
+    status.conditions = [("Ready", ready), ("Degraded", degraded), ("Panic", panic)]
+        .into_iter()
+        .map(|(kind, (ok, reason, message))| condition(&input, kind, ok, reason, message))
+        .collect();
+    status
+}
+
+fn condition(
+    input: &Input<'_>,
+    kind: &str,
+    ok: bool,
+    reason: String,
+    message: String,
+) -> Condition {
+    let status = if ok { "True" } else { "False" }.to_string();
+    let since = input
+        .previous
+        .and_then(|p| p.conditions.iter().find(|c| c.type_ == kind))
+        .filter(|c| c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(input.now));
+    Condition {
+        type_: kind.into(),
+        status,
+        reason,
+        message,
+        observed_generation: input.generation,
+        last_transition_time: since,
+    }
+}
+
+/// Health order for ties: the healthier state wins.
+fn healthiness(s: EndpointState) -> u8 {
+    match s {
+        EndpointState::Healthy => 5,
+        EndpointState::Unknown => 4,
+        EndpointState::Probation => 3,
+        EndpointState::Draining => 2,
+        EndpointState::Ejected => 1,
+    }
+}
+
+fn endpoints(roster: &Roster, reports: &[SidecarReport]) -> (EndpointCounts, Vec<Ejection>) {
+    let views: Vec<HashMap<SocketAddr, &EndpointHealth>> = reports
+        .iter()
+        .map(|r| r.health.endpoints.iter().map(|e| (e.addr, e)).collect())
+        .collect();
+    let of = reports.len() as u32;
+    let mut counts = EndpointCounts {
+        total: roster.endpoints.len() as u32,
+        ..Default::default()
+    };
+    let mut ejections = Vec::new();
+    for ep in &roster.endpoints {
+        let seen: Vec<&EndpointHealth> = views
+            .iter()
+            .filter_map(|v| v.get(&ep.addr).copied())
+            .collect();
+        let state = if seen.is_empty() {
+            match (ep.terminating, ep.ready || ep.serving) {
+                (true, _) => Some(EndpointState::Draining),
+                (false, true) => Some(EndpointState::Healthy),
+                (false, false) => None,
+            }
+        } else {
+            let mut tally: BTreeMap<EndpointState, usize> = BTreeMap::new();
+            for h in &seen {
+                *tally.entry(h.state).or_default() += 1;
+            }
+            tally
+                .into_iter()
+                .max_by_key(|(s, n)| (*n, healthiness(*s)))
+                .map(|(s, _)| s)
+        };
+        match state {
+            Some(EndpointState::Healthy | EndpointState::Unknown) => counts.healthy += 1,
+            Some(EndpointState::Ejected) => counts.ejected += 1,
+            Some(EndpointState::Probation) => counts.probation += 1,
+            Some(EndpointState::Draining) => counts.draining += 1,
+            None => {}
+        }
+        let ejecting: Vec<&EndpointHealth> = seen
+            .into_iter()
+            .filter(|h| h.state == EndpointState::Ejected)
+            .collect();
+        if ejecting.is_empty() || ejections.len() >= MAX_EJECTIONS {
+            continue;
+        }
+        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+        for h in &ejecting {
+            *reasons.entry(h.reason.as_str()).or_default() += 1;
+        }
+        // Most common; among equals the alphabetically first, so the result is stable.
+        let reason = reasons
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(r, _)| r.to_string())
+            .unwrap_or_default();
+        let since = ejecting
+            .iter()
+            .map(|h| h.since_unix_ms)
+            .min()
+            .unwrap_or_default();
+        let last_error = ejecting
+            .iter()
+            .filter(|h| h.last_error.is_some())
+            .max_by_key(|h| h.since_unix_ms)
+            .and_then(|h| h.last_error.clone());
+        ejections.push(Ejection {
+            address: ep.addr.to_string(),
+            pod: ep.pod.clone(),
+            zone: ep.zone.clone(),
+            reason,
+            since: rfc3339(since),
+            ejected_by: ejecting.len() as u32,
+            of,
+            last_error,
+        });
+    }
+    (counts, ejections)
+}
+
+fn rfc3339(unix_ms: u64) -> String {
+    i64::try_from(unix_ms)
+        .ok()
+        .and_then(|ms| Timestamp::from_millisecond(ms).ok())
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .to_string()
+}
+
+#[cfg(test)]
+#[path = "aggregate_tests.rs"]
+mod tests;

@@ -1,0 +1,277 @@
+use super::*;
+use rollcall_api::policy::PoolPolicy;
+use rollcall_api::roster::{Endpoint, PoolHealth, PoolRef, SidecarId, UnavailableReason};
+use tokio::time::Instant;
+
+const T0: i64 = 1_700_000_000;
+
+fn now() -> Timestamp {
+    Timestamp::from_second(T0).unwrap()
+}
+
+fn addr(i: usize) -> SocketAddr {
+    format!("10.0.0.{i}:8080").parse().unwrap()
+}
+
+fn roster(n: usize) -> Roster {
+    Roster {
+        endpoints: (1..=n)
+            .map(|i| Endpoint {
+                addr: addr(i),
+                pod: Some(format!("web-{i}")),
+                zone: Some("a".into()),
+                ready: true,
+                serving: true,
+                terminating: false,
+                weight: 1,
+            })
+            .collect(),
+        policy: PoolPolicy::default(),
+        service: "shop/web:http".into(),
+    }
+}
+
+/// A sidecar's report: `(endpoint index, state, reason, since ms)`.
+fn report(pod: &str, panic: bool, eps: &[(usize, EndpointState, &str, u64)]) -> SidecarReport {
+    SidecarReport {
+        sidecar: SidecarId {
+            namespace: "shop".into(),
+            pod: pod.into(),
+            instance: String::new(),
+        },
+        health: PoolHealth {
+            pool: PoolRef::new("shop", "web"),
+            roster_version: 7,
+            panic,
+            endpoints: eps
+                .iter()
+                .map(|(i, state, reason, since)| EndpointHealth {
+                    addr: addr(*i),
+                    state: *state,
+                    reason: reason.to_string(),
+                    since_unix_ms: *since,
+                    times_ejected: 1,
+                    last_error: (*state == EndpointState::Ejected)
+                        .then(|| format!("error from {pod}")),
+                    ejection_suppressed: false,
+                })
+                .collect(),
+        },
+        last_seen: Instant::now(),
+    }
+}
+
+fn input<'a>(roster: &'a Roster, reports: &'a [SidecarReport]) -> Input<'a> {
+    Input {
+        generation: Some(3),
+        served: Served::Roster { version: 7, roster },
+        reports,
+        connected: 3,
+        previous: None,
+        now: now(),
+    }
+}
+
+fn cond<'a>(s: &'a BackendPoolStatus, kind: &str) -> &'a Condition {
+    s.conditions.iter().find(|c| c.type_ == kind).unwrap()
+}
+
+use EndpointState::*;
+
+#[test]
+fn ejections_count_sidecars_and_pick_the_most_common_reason() {
+    let r = roster(3);
+    let reports = [
+        report(
+            "a",
+            false,
+            &[
+                (1, Ejected, "ConsecutiveGatewayErrors", 5_000),
+                (2, Healthy, "", 0),
+            ],
+        ),
+        report(
+            "b",
+            false,
+            &[
+                (1, Ejected, "ConsecutiveGatewayErrors", 3_000),
+                (2, Healthy, "", 0),
+            ],
+        ),
+        report(
+            "c",
+            false,
+            &[
+                (1, Ejected, "ProbeFailures", 9_000),
+                (2, Ejected, "Consecutive5xx", 1),
+            ],
+        ),
+    ];
+    let s = aggregate(input(&r, &reports));
+    assert_eq!(
+        s.endpoints,
+        Some(EndpointCounts {
+            total: 3,
+            healthy: 2,
+            ejected: 1,
+            probation: 0,
+            draining: 0
+        })
+    );
+    assert_eq!(
+        s.sidecars,
+        Some(SidecarCounts {
+            connected: 3,
+            reporting: 3
+        })
+    );
+    assert_eq!(s.ejections.len(), 2);
+    let e = &s.ejections[0];
+    assert_eq!(e.address, "10.0.0.1:8080");
+    assert_eq!(e.pod.as_deref(), Some("web-1"));
+    assert_eq!((e.ejected_by, e.of), (3, 3));
+    assert_eq!(e.reason, "ConsecutiveGatewayErrors");
+    assert_eq!(e.since, "1970-01-01T00:00:03Z");
+    assert_eq!(e.last_error.as_deref(), Some("error from c"));
+    // Endpoint 2: one sidecar of three ejects it; most say healthy.
+    assert_eq!((s.ejections[1].ejected_by, s.ejections[1].of), (1, 3));
+    assert_eq!(cond(&s, "Degraded").status, "True");
+    assert_eq!(
+        cond(&s, "Degraded").message,
+        "1 of 3 endpoints ejected by most sidecars"
+    );
+    assert_eq!(cond(&s, "Ready").status, "True");
+    assert_eq!(cond(&s, "Panic").status, "False");
+    assert!(
+        s.conditions
+            .iter()
+            .all(|c| c.observed_generation == Some(3))
+    );
+    assert_eq!(s.roster_version, Some(7));
+}
+
+#[test]
+fn ties_go_to_the_healthier_state() {
+    let r = roster(1);
+    let reports = [
+        report("a", false, &[(1, Ejected, "ProbeFailures", 1)]),
+        report("b", false, &[(1, Healthy, "", 1)]),
+    ];
+    let s = aggregate(input(&r, &reports));
+    assert_eq!(s.endpoints.as_ref().unwrap().healthy, 1);
+    assert_eq!(cond(&s, "Degraded").status, "False");
+}
+
+#[test]
+fn unreported_endpoints_count_from_their_slice_conditions() {
+    let mut r = roster(3);
+    r.endpoints[1].terminating = true;
+    r.endpoints[2].ready = false;
+    r.endpoints[2].serving = false;
+    let s = aggregate(input(&r, &[]));
+    assert_eq!(
+        s.endpoints,
+        Some(EndpointCounts {
+            total: 3,
+            healthy: 1,
+            ejected: 0,
+            probation: 0,
+            draining: 1
+        })
+    );
+    assert_eq!(s.sidecars.as_ref().unwrap().reporting, 0);
+    assert!(s.ejections.is_empty());
+}
+
+#[test]
+fn panic_from_any_sidecar_sets_the_panic_condition() {
+    let r = roster(2);
+    let reports = [
+        report(
+            "a",
+            true,
+            &[
+                (1, Ejected, "ProbeFailures", 1),
+                (2, Ejected, "ProbeFailures", 1),
+            ],
+        ),
+        report(
+            "b",
+            false,
+            &[(1, Healthy, "", 1), (2, Ejected, "ProbeFailures", 1)],
+        ),
+    ];
+    let s = aggregate(input(&r, &reports));
+    let p = cond(&s, "Panic");
+    assert_eq!(
+        (p.status.as_str(), p.reason.as_str()),
+        ("True", "PanicMode")
+    );
+    assert_eq!(p.message, "1 of 2 sidecars route in panic mode");
+}
+
+#[test]
+fn problems_and_empty_pools_are_not_ready_with_a_reason() {
+    let problem = Problem {
+        reason: UnavailableReason::ServiceNotFound,
+        message: "Service shop/web does not exist".into(),
+    };
+    let s = aggregate(Input {
+        served: Served::Problem(&problem),
+        ..input(&roster(0), &[])
+    });
+    let ready = cond(&s, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ServiceNotFound")
+    );
+    assert_eq!(ready.message, "Service shop/web does not exist");
+    assert!(s.endpoints.is_none() && s.roster_version.is_none());
+
+    let empty = roster(0);
+    let s = aggregate(input(&empty, &[]));
+    assert_eq!(cond(&s, "Ready").reason, "NoEndpoints");
+
+    let r = roster(1);
+    let reports = [report("a", false, &[(1, Ejected, "ProbeFailures", 1)])];
+    assert_eq!(
+        cond(&aggregate(input(&r, &reports)), "Ready").reason,
+        "NoHealthyEndpoints"
+    );
+}
+
+#[test]
+fn transition_time_is_kept_while_a_condition_holds() {
+    let r = roster(1);
+    let first = aggregate(input(&r, &[]));
+    let later = Timestamp::from_second(T0 + 60).unwrap();
+    let second = aggregate(Input {
+        previous: Some(&first),
+        now: later,
+        ..input(&r, &[])
+    });
+    assert_eq!(second, first);
+    let reports = [report("a", false, &[(1, Ejected, "ProbeFailures", 1)])];
+    let third = aggregate(Input {
+        previous: Some(&second),
+        now: later,
+        ..input(&r, &reports)
+    });
+    assert_eq!(cond(&third, "Ready").last_transition_time, Time(later));
+    assert_eq!(cond(&third, "Panic").last_transition_time, Time(now()));
+}
+
+#[test]
+fn ejection_list_is_capped() {
+    let r = roster(MAX_EJECTIONS + 10);
+    let eps: Vec<_> = (1..=MAX_EJECTIONS + 10)
+        .map(|i| (i, Ejected, "ProbeFailures", 1))
+        .collect();
+    let reports = [report("a", false, &eps)];
+    let s = aggregate(input(&r, &reports));
+    assert_eq!(s.ejections.len(), MAX_EJECTIONS);
+    assert_eq!(
+        s.endpoints.as_ref().unwrap().ejected as usize,
+        MAX_EJECTIONS + 10
+    );
+}

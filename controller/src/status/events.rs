@@ -1,0 +1,190 @@
+//! Which Kubernetes Events a status change deserves, pure: an endpoint that most reporting
+//! sidecars now eject (`EndpointEjected`), one they no longer eject (`EndpointReadmitted`), and
+//! panic mode starting or ending (`PanicModeEntered`, `PanicModeLeft`). Events are derived only
+//! from written statuses (already coalesced to about one per pool per second), and at most
+//! `MAX_ENDPOINT_EVENTS` endpoint events are emitted per change, with a summary for the rest,
+//! so a pool-wide blip cannot flood the API server.
+
+use std::collections::BTreeMap;
+
+use crate::crd::{BackendPoolStatus, Ejection};
+
+pub const MAX_ENDPOINT_EVENTS: usize = 5;
+
+/// One Event to record on the pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// PascalCase.
+    pub reason: &'static str,
+    pub note: String,
+    pub warning: bool,
+}
+
+fn majority(e: &Ejection) -> bool {
+    e.of > 0 && e.ejected_by * 2 > e.of
+}
+
+fn ejected(status: Option<&BackendPoolStatus>) -> BTreeMap<&str, &Ejection> {
+    status
+        .into_iter()
+        .flat_map(|s| s.ejections.iter())
+        .filter(|e| majority(e))
+        .map(|e| (e.address.as_str(), e))
+        .collect()
+}
+
+fn panicking(status: Option<&BackendPoolStatus>) -> bool {
+    status.is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Panic" && c.status == "True")
+    })
+}
+
+pub fn transitions(
+    previous: Option<&BackendPoolStatus>,
+    next: &BackendPoolStatus,
+) -> Vec<Transition> {
+    let (before, after) = (ejected(previous), ejected(Some(next)));
+    let mut out = Vec::new();
+    let mut endpoint_events = Vec::new();
+    for (addr, e) in &after {
+        if !before.contains_key(addr) {
+            let pod = e
+                .pod
+                .as_deref()
+                .map(|p| format!(" ({p})"))
+                .unwrap_or_default();
+            endpoint_events.push(Transition {
+                reason: "EndpointEjected",
+                note: format!(
+                    "{addr}{pod} ejected by {} of {} sidecars: {}",
+                    e.ejected_by, e.of, e.reason
+                ),
+                warning: true,
+            });
+        }
+    }
+    for addr in before.keys() {
+        if !after.contains_key(addr) {
+            endpoint_events.push(Transition {
+                reason: "EndpointReadmitted",
+                note: format!("{addr} is no longer ejected by most sidecars"),
+                warning: false,
+            });
+        }
+    }
+    let extra = endpoint_events.len().saturating_sub(MAX_ENDPOINT_EVENTS);
+    endpoint_events.truncate(MAX_ENDPOINT_EVENTS);
+    out.extend(endpoint_events);
+    if extra > 0 {
+        out.push(Transition {
+            reason: "EndpointsChanged",
+            note: format!("{extra} more endpoints were ejected or readmitted"),
+            warning: true,
+        });
+    }
+    match (panicking(previous), panicking(Some(next))) {
+        (false, true) => out.push(Transition {
+            reason: "PanicModeEntered",
+            note: panic_note(next),
+            warning: true,
+        }),
+        (true, false) => out.push(Transition {
+            reason: "PanicModeLeft",
+            note: "no sidecar routes in panic mode any more".into(),
+            warning: false,
+        }),
+        _ => {}
+    }
+    out
+}
+
+fn panic_note(s: &BackendPoolStatus) -> String {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == "Panic")
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+
+    fn ejection(i: usize, by: u32, of: u32) -> Ejection {
+        Ejection {
+            address: format!("10.0.0.{i}:80"),
+            pod: Some(format!("web-{i}")),
+            zone: None,
+            reason: "ProbeFailures".into(),
+            since: "2023-11-14T22:13:20Z".into(),
+            ejected_by: by,
+            of,
+            last_error: None,
+        }
+    }
+
+    fn status(ejections: Vec<Ejection>, panic: bool) -> BackendPoolStatus {
+        BackendPoolStatus {
+            ejections,
+            conditions: vec![Condition {
+                type_: "Panic".into(),
+                status: if panic { "True" } else { "False" }.into(),
+                reason: "PanicMode".into(),
+                message: "2 of 3 sidecars route in panic mode".into(),
+                observed_generation: Some(1),
+                last_transition_time: Time(Timestamp::UNIX_EPOCH),
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn majority_ejection_and_readmission_are_events_minority_is_not() {
+        let before = status(vec![ejection(1, 2, 3), ejection(2, 1, 3)], false);
+        let after = status(vec![ejection(2, 2, 3), ejection(3, 1, 3)], false);
+        let t = transitions(Some(&before), &after);
+        assert_eq!(
+            t,
+            [
+                Transition {
+                    reason: "EndpointEjected",
+                    note: "10.0.0.2:80 (web-2) ejected by 2 of 3 sidecars: ProbeFailures".into(),
+                    warning: true,
+                },
+                Transition {
+                    reason: "EndpointReadmitted",
+                    note: "10.0.0.1:80 is no longer ejected by most sidecars".into(),
+                    warning: false,
+                },
+            ]
+        );
+        assert!(transitions(Some(&after), &after).is_empty());
+    }
+
+    #[test]
+    fn panic_mode_start_and_end_are_events() {
+        let calm = status(vec![], false);
+        let panic = status(vec![], true);
+        let t = transitions(Some(&calm), &panic);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].reason, "PanicModeEntered");
+        assert_eq!(t[0].note, "2 of 3 sidecars route in panic mode");
+        assert_eq!(transitions(Some(&panic), &calm)[0].reason, "PanicModeLeft");
+        assert!(transitions(None, &calm).is_empty());
+    }
+
+    #[test]
+    fn a_pool_wide_change_is_summarised() {
+        let all = status((1..=20).map(|i| ejection(i, 3, 3)).collect(), false);
+        let t = transitions(None, &all);
+        assert_eq!(t.len(), MAX_ENDPOINT_EVENTS + 1);
+        assert_eq!(
+            t[MAX_ENDPOINT_EVENTS].note,
+            "15 more endpoints were ejected or readmitted"
+        );
+    }
+}

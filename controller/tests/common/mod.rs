@@ -1,0 +1,122 @@
+//! The test harness of the gRPC tests: a real roster server on 127.0.0.1 and real clients.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rollcall_api::policy::PoolPolicy;
+use rollcall_api::proto::v1 as pb;
+use rollcall_api::proto::v1::roster_client::RosterClient;
+use rollcall_api::roster::{
+    Endpoint, PoolRef, PoolState, Roster, RosterUpdate, SidecarId, WatchRequest,
+};
+use rollcall_controller::metrics::Metrics;
+use rollcall_controller::roster::RosterHub;
+use rollcall_controller::server::{self, Limits, State};
+use rollcall_controller::status::ReportStore;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::time::timeout;
+use tonic::Streaming;
+use tonic::transport::Channel;
+
+pub struct Server {
+    pub addr: SocketAddr,
+    pub state: State,
+    _stop: oneshot::Sender<()>,
+}
+
+pub async fn start(limits: Limits) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = State {
+        hub: Arc::new(RosterHub::new()),
+        reports: Arc::new(ReportStore::new()),
+        metrics: Metrics::new().unwrap(),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server::serve(listener, state.clone(), limits, async {
+        stopped.await.ok();
+    }));
+    state.hub.mark_synced(1, []);
+    Server {
+        addr,
+        state,
+        _stop: stop,
+    }
+}
+
+pub async fn channel(addr: SocketAddr) -> Channel {
+    Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+pub async fn client(addr: SocketAddr) -> RosterClient<Channel> {
+    RosterClient::new(channel(addr).await)
+}
+
+pub fn pool(name: &str) -> PoolRef {
+    PoolRef::new("shop", name)
+}
+
+pub fn roster(n: usize) -> PoolState {
+    PoolState::Roster(Roster {
+        endpoints: (0..n)
+            .map(|i| Endpoint {
+                addr: format!("10.{}.{}.{}:8080", i / 65536, i / 256 % 256, i % 256)
+                    .parse()
+                    .unwrap(),
+                pod: Some(format!("web-{i}")),
+                zone: Some("zone-a".into()),
+                ready: true,
+                serving: true,
+                terminating: false,
+                weight: 1,
+            })
+            .collect(),
+        policy: PoolPolicy::default(),
+        service: "shop/web:http".into(),
+    })
+}
+
+pub fn sidecar() -> SidecarId {
+    SidecarId {
+        namespace: "shop".into(),
+        pod: "front-1".into(),
+        instance: "i1".into(),
+    }
+}
+
+pub async fn watch(c: &mut RosterClient<Channel>, pools: &[&str]) -> Streaming<pb::RosterUpdate> {
+    let req = WatchRequest {
+        sidecar: sidecar(),
+        pools: pools.iter().map(|p| pool(p)).collect(),
+    };
+    c.watch(pb::WatchRequest::from(&req))
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+pub async fn next(s: &mut Streaming<pb::RosterUpdate>) -> RosterUpdate {
+    let msg = timeout(Duration::from_secs(5), s.message())
+        .await
+        .expect("no update within 5s")
+        .unwrap()
+        .expect("stream ended");
+    RosterUpdate::try_from(msg).unwrap()
+}
+
+pub async fn quiet(s: &mut Streaming<pb::RosterUpdate>) {
+    assert!(
+        timeout(Duration::from_millis(200), s.message())
+            .await
+            .is_err(),
+        "unexpected update"
+    );
+}

@@ -1,0 +1,139 @@
+//! Report over real TCP on 127.0.0.1: reports land in the store attributed to their sidecar,
+//! and leave it when the stream ends.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rollcall_api::proto::v1 as pb;
+use rollcall_api::roster::{EndpointHealth, EndpointState, HealthReport, PoolHealth, SidecarId};
+use rollcall_controller::server::Limits;
+use rollcall_controller::server::identity::{NAMESPACE_HEADER, POD_HEADER};
+use tokio::time::Instant;
+
+fn health(state: EndpointState) -> HealthReport {
+    HealthReport {
+        sidecar: Some(sidecar()),
+        pools: vec![PoolHealth {
+            pool: pool("web"),
+            roster_version: 7,
+            panic: false,
+            endpoints: vec![EndpointHealth {
+                addr: "10.0.0.0:8080".parse().unwrap(),
+                state,
+                reason: "ConsecutiveGatewayErrors".into(),
+                since_unix_ms: 1,
+                times_ejected: 1,
+                last_error: Some("connection refused".into()),
+                ejection_suppressed: false,
+            }],
+        }],
+    }
+}
+
+#[tokio::test]
+async fn reports_are_recorded_per_sidecar_until_the_stream_ends() {
+    let srv = start(Limits::default()).await;
+    srv.state.hub.publish(&pool("web"), roster(1), 100).unwrap();
+    let store = srv.state.reports.clone();
+    let mut c = client(srv.addr).await;
+    let (tx, rx) = tokio::sync::mpsc::channel::<pb::HealthReport>(4);
+    let call = tokio::spawn(async move {
+        c.report(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .map(|r| r.into_inner())
+    });
+    tx.send((&health(EndpointState::Ejected)).into())
+        .await
+        .unwrap();
+    tx.send(pb::HealthReport::default()).await.unwrap(); // heartbeat
+    let mut unknown = health(EndpointState::Healthy);
+    unknown.pools[0].pool = pool("unknown");
+    tx.send((&unknown).into()).await.unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let reports = loop {
+        let r = store.for_pool(&pool("web"), Instant::now() - Duration::from_secs(60));
+        if !r.is_empty() || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].sidecar, sidecar());
+    assert_eq!(reports[0].health.endpoints[0].state, EndpointState::Ejected);
+    assert!(store.take_dirty().contains(&pool("web")));
+
+    drop(tx);
+    let summary = call.await.unwrap().unwrap();
+    assert_eq!((summary.accepted, summary.ignored), (2, 1));
+    assert!(
+        store
+            .for_pool(&pool("web"), Instant::now() - Duration::from_secs(60))
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn reports_are_attributed_to_the_identity_in_call_metadata() {
+    let srv = start(Limits::default()).await;
+    srv.state.hub.publish(&pool("web"), roster(1), 100).unwrap();
+    let mut c = client(srv.addr).await;
+    // The stream stays open after the report, so the store still holds it.
+    let (tx, rx) = tokio::sync::mpsc::channel::<pb::HealthReport>(1);
+    tx.send((&health(EndpointState::Healthy)).into())
+        .await
+        .unwrap();
+    let mut req = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    req.metadata_mut()
+        .insert(POD_HEADER, "front-9".parse().unwrap());
+    req.metadata_mut()
+        .insert(NAMESPACE_HEADER, "shop".parse().unwrap());
+    let call = tokio::spawn(async move { c.report(req).await });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let reports = loop {
+        let r = srv
+            .state
+            .reports
+            .for_pool(&pool("web"), Instant::now() - Duration::from_secs(60));
+        if !r.is_empty() || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    // The claim in metadata wins over the one in the message (front-1).
+    assert_eq!(
+        reports[0].sidecar,
+        SidecarId {
+            namespace: "shop".into(),
+            pod: "front-9".into(),
+            instance: String::new(),
+        }
+    );
+    drop(tx);
+    assert_eq!(call.await.unwrap().unwrap().into_inner().accepted, 1);
+}
+
+#[tokio::test]
+async fn starting_and_ending_a_watch_asks_for_a_status_update() {
+    let srv = start(Limits::default()).await;
+    srv.state.hub.publish(&pool("web"), roster(1), 100).unwrap();
+    let store = srv.state.reports.clone();
+    let mut c = client(srv.addr).await;
+    let mut s = watch(&mut c, &["web"]).await;
+    next(&mut s).await;
+    assert!(store.take_dirty().contains(&pool("web")));
+    assert_eq!(srv.state.hub.watchers(&pool("web")), 1);
+    drop(s);
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !store.take_dirty().contains(&pool("web")) {
+        assert!(
+            Instant::now() < deadline,
+            "the end of the watch was not noticed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(srv.state.hub.watchers(&pool("web")), 0);
+}
