@@ -11,5 +11,6 @@ pub mod outlier;
 pub mod pool;
 pub mod proxy;
 pub mod retry;
+pub mod roster;
 pub mod runtime;
 pub mod sidecar;

@@ -1,4 +1,6 @@
 //! `rollcall-sidecar`: parse the command line, set up logging, run until SIGTERM or Ctrl-C.
+//! Pools come from a config file (`--config`, standalone) or from the controller
+//! (`--controller` with `--pool`s); one sidecar does one or the other.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -6,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use rollcall_dataplane::sidecar::{self, Options};
+use rollcall_api::roster::SidecarId;
+use rollcall_dataplane::roster::{PoolBinding, RosterOptions};
+use rollcall_dataplane::sidecar::{self, ControlledOptions, Options};
 
 /// The Rollcall sidecar: a health-gated HTTP proxy in front of each pool's endpoints.
 #[derive(Parser, Debug)]
@@ -15,7 +19,25 @@ struct Args {
     /// YAML config: `pools:` with name, listen, endpoints and policy. Re-read when it changes
     /// and on SIGHUP; a bad edit is refused and the last good config keeps serving.
     #[arg(long, env = "ROLLCALL_CONFIG")]
-    config: PathBuf,
+    config: Option<PathBuf>,
+    /// The controller's roster service, e.g. `http://rollcall-controller.rollcall:9090`. Pools
+    /// then come from it: name them with `--pool`.
+    #[arg(long, env = "ROLLCALL_CONTROLLER", value_name = "URL")]
+    controller: Option<String>,
+    /// A pool to route to and where the application sends to it: `NAMESPACE/NAME=LISTEN`,
+    /// e.g. `shop/checkout=127.0.0.1:15001`. Repeat for more pools. Needs `--controller`.
+    #[arg(long = "pool", value_name = "NAMESPACE/NAME=LISTEN")]
+    pools: Vec<PoolBinding>,
+    /// This pod's name, as the controller attributes reports (downward API: `POD_NAME`;
+    /// else `HOSTNAME`, which Kubernetes sets to the pod name).
+    #[arg(long, env = "POD_NAME")]
+    pod: Option<String>,
+    /// This pod's namespace (downward API: `POD_NAMESPACE`).
+    #[arg(long, env = "POD_NAMESPACE")]
+    namespace: Option<String>,
+    /// An empty health report after this long without one, so the controller knows we live.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    report_heartbeat: Duration,
     /// Admin listener: /metrics, /endpoints, /ready, /live.
     #[arg(long, env = "ROLLCALL_ADMIN_LISTEN", default_value = "127.0.0.1:15000")]
     admin_listen: SocketAddr,
@@ -38,12 +60,43 @@ async fn main() -> anyhow::Result<()> {
     } else {
         builder.init();
     }
-    let sidecar = sidecar::start(Options {
-        config: args.config,
-        admin_listen: args.admin_listen,
-        reload_interval: args.reload_interval,
-    })
-    .await
+    let sidecar = match (args.config, args.controller) {
+        (Some(_), Some(_)) => anyhow::bail!(
+            "--config and --controller cannot be combined: a sidecar's pools come either from \
+             a config file (standalone) or from the controller; pick one"
+        ),
+        (None, None) => anyhow::bail!(
+            "nothing to route: give --config FILE, or --controller URL with --pool NAMESPACE/NAME=LISTEN"
+        ),
+        (Some(_), None) if !args.pools.is_empty() => {
+            anyhow::bail!("--pool needs --controller; a config file names its own pools")
+        }
+        (Some(config), None) => {
+            sidecar::start(Options {
+                config,
+                admin_listen: args.admin_listen,
+                reload_interval: args.reload_interval,
+            })
+            .await
+        }
+        (None, Some(controller)) => {
+            let identity = SidecarId {
+                pod: args.pod.or_else(|| std::env::var("HOSTNAME").ok()).unwrap_or_default(),
+                namespace: args.namespace.unwrap_or_default(),
+                instance: format!("{:016x}", rand::random::<u64>()),
+            };
+            if identity.pod.is_empty() || identity.namespace.is_empty() {
+                tracing::warn!(sidecar = %identity, "pod or namespace unknown (set POD_NAME and POD_NAMESPACE from the downward API); reports will be attributed to this");
+            }
+            let mut roster = RosterOptions::new(controller, args.pools, identity);
+            roster.heartbeat = args.report_heartbeat;
+            sidecar::start_controlled(ControlledOptions {
+                admin_listen: args.admin_listen,
+                roster,
+            })
+            .await
+        }
+    }
     .context("rollcall-sidecar could not start")?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot listen for SIGTERM")?;

@@ -1,0 +1,195 @@
+use std::time::Duration;
+
+use super::*;
+use crate::health::machine::EndpointReport;
+use crate::pool::EndpointView;
+
+const HEARTBEAT: Duration = Duration::from_secs(10);
+
+fn report(port: u16, state: State, reason: Reason, since: Instant) -> EndpointReport {
+    EndpointReport {
+        address: SocketAddr::from(([10, 0, 0, 1], port)),
+        state,
+        reason,
+        since,
+        seconds_in_state: 0,
+        ejection_multiplier: 0,
+        ejections_total: 0,
+        ejection_remaining_seconds: None,
+        consecutive_probe_failures: 0,
+        consecutive_probe_successes: 0,
+        consecutive_gateway_errors: 0,
+        consecutive_5xx: 0,
+        probation_successes: 0,
+        window_requests: 0,
+        window_failures: 0,
+        last_error: None,
+        seconds_since_last_error: None,
+        ejection_suppressed: false,
+        probe_successes_total: 0,
+        probe_failures_total: 0,
+        weight_factor: 1.0,
+    }
+}
+
+fn view(name: &str, endpoints: Vec<EndpointReport>) -> PoolView {
+    PoolView {
+        name: name.into(),
+        panic: false,
+        endpoints: endpoints
+            .into_iter()
+            .map(|health| EndpointView {
+                health,
+                since: String::new(),
+                zone: None,
+                weight: 1,
+                in_flight: 0,
+                open_connections: 0,
+            })
+            .collect(),
+    }
+}
+
+fn versions(pools: &[(&str, u64)]) -> Versions {
+    pools
+        .iter()
+        .map(|(name, v)| {
+            let pool: PoolRef = name.parse().unwrap();
+            (name.to_string(), (pool, *v))
+        })
+        .collect()
+}
+
+fn sidecar() -> SidecarId {
+    SidecarId {
+        namespace: "shop".into(),
+        pod: "front-1".into(),
+        instance: "abc".into(),
+    }
+}
+
+#[test]
+fn view_becomes_the_protocol_report_with_wall_clock_since() {
+    let now = Instant::now();
+    let wall_now = UNIX_EPOCH + Duration::from_secs(1_000);
+    let mut ejected = report(
+        8080,
+        State::Ejected,
+        Reason::ConsecutiveGatewayErrors,
+        now - Duration::from_secs(3),
+    );
+    ejected.ejection_multiplier = 2;
+    ejected.last_error = Some("connection refused".into());
+    ejected.ejection_suppressed = true;
+    let mut v = view("shop/web", vec![ejected]);
+    v.panic = true;
+    let health = pool_health(&PoolRef::new("shop", "web"), 7, &v, now, wall_now);
+    assert_eq!(health.roster_version, 7);
+    assert!(health.panic);
+    let e = &health.endpoints[0];
+    assert_eq!(e.addr, "10.0.0.1:8080".parse().unwrap());
+    assert_eq!(e.state, EndpointState::Ejected);
+    assert_eq!(e.reason, "ConsecutiveGatewayErrors");
+    assert_eq!(e.since_unix_ms, 997_000);
+    assert_eq!(e.times_ejected, 2);
+    assert_eq!(e.last_error.as_deref(), Some("connection refused"));
+    assert!(e.ejection_suppressed);
+}
+
+#[test]
+fn first_report_names_the_sidecar_and_carries_every_pool_with_a_roster() {
+    let now = Instant::now();
+    let views = [
+        view(
+            "shop/web",
+            vec![report(1, State::Unknown, Reason::New, now)],
+        ),
+        view("shop/cart", vec![]),
+    ];
+    let sent = Sent::new(sidecar());
+    let due = sent
+        .due(
+            &views,
+            &versions(&[("shop/web", 1)]),
+            HEARTBEAT,
+            now,
+            SystemTime::now(),
+        )
+        .expect("a first report");
+    assert_eq!(due.report.sidecar, Some(sidecar()));
+    assert_eq!(due.report.pools.len(), 1, "shop/cart has no roster yet");
+    assert_eq!(due.report.pools[0].pool, PoolRef::new("shop", "web"));
+}
+
+#[test]
+fn only_facts_that_matter_trigger_a_report() {
+    let now = Instant::now();
+    let vs = versions(&[("shop/web", 1), ("shop/cart", 1)]);
+    let healthy = report(1, State::Healthy, Reason::ProbeSucceeded, now);
+    let views = [
+        view("shop/web", vec![healthy.clone()]),
+        view("shop/cart", vec![]),
+    ];
+    let mut sent = Sent::new(sidecar());
+    let due = sent
+        .due(&views, &vs, HEARTBEAT, now, SystemTime::now())
+        .unwrap();
+    sent.sent(due, now);
+
+    let mut ticking = healthy.clone();
+    ticking.probe_successes_total = 40;
+    ticking.seconds_in_state = 9;
+    ticking.window_requests = 100;
+    ticking.last_error = Some("reset".into());
+    let views = [view("shop/web", vec![ticking]), view("shop/cart", vec![])];
+    assert!(
+        sent.due(&views, &vs, HEARTBEAT, now, SystemTime::now())
+            .is_none()
+    );
+
+    let later = now + Duration::from_secs(1);
+    let ejected = report(1, State::Ejected, Reason::ProbeFailures, later);
+    let views = [view("shop/web", vec![ejected]), view("shop/cart", vec![])];
+    let due = sent
+        .due(&views, &vs, HEARTBEAT, later, SystemTime::now())
+        .unwrap();
+    assert_eq!(due.report.sidecar, None, "named only once per stream");
+    assert_eq!(due.report.pools.len(), 1, "only the pool that changed");
+    assert_eq!(
+        due.report.pools[0].endpoints[0].state,
+        EndpointState::Ejected
+    );
+    sent.sent(due, later);
+
+    let bumped = versions(&[("shop/web", 2), ("shop/cart", 1)]);
+    let due = sent
+        .due(&views, &bumped, HEARTBEAT, later, SystemTime::now())
+        .unwrap();
+    assert_eq!(
+        due.report.pools[0].roster_version, 2,
+        "a new roster is acknowledged"
+    );
+}
+
+#[test]
+fn heartbeat_is_an_empty_report_after_a_quiet_interval() {
+    let now = Instant::now();
+    let vs = versions(&[("shop/web", 1)]);
+    let views = [view("shop/web", vec![])];
+    let mut sent = Sent::new(sidecar());
+    let due = sent
+        .due(&views, &vs, HEARTBEAT, now, SystemTime::now())
+        .unwrap();
+    sent.sent(due, now);
+    let soon = now + HEARTBEAT / 2;
+    assert!(
+        sent.due(&views, &vs, HEARTBEAT, soon, SystemTime::now())
+            .is_none()
+    );
+    let later = now + HEARTBEAT;
+    let due = sent
+        .due(&views, &vs, HEARTBEAT, later, SystemTime::now())
+        .unwrap();
+    assert!(due.report.pools.is_empty());
+    assert_eq!(due.report.sidecar, None);
+}

@@ -1,0 +1,214 @@
+//! The sidecar's link to the controller: the roster client (`watch`) turns the `Watch` stream
+//! into `SidecarConfig`s for `Runtime::apply`, and the health reporter (`report`) streams what
+//! the pools see back on `Report`. The decisions are pure and tested on their own: which roster
+//! a pool runs (`book`), what a report says and whether anything changed (`health`), how long
+//! to wait before reconnecting (`backoff`). The two loops only carry messages between them.
+//!
+//! Both streams share one lazily connected channel, keep routing on the last roster while the
+//! controller is away, and reconnect with full-jitter exponential back-off.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rollcall_api::proto::v1::roster_client::RosterClient;
+use rollcall_api::roster::{PoolRef, SidecarId};
+use tokio::sync::watch as channel;
+use tokio::task::JoinHandle;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::config::SidecarConfig;
+use crate::runtime::Runtime;
+
+mod backoff;
+mod book;
+mod health;
+mod report;
+mod watch;
+
+pub use backoff::Backoff;
+pub use book::{Book, Outcome};
+pub use health::{HealthFacts, pool_health};
+
+/// Largest roster message accepted from the controller (one pool's complete roster).
+pub const MAX_ROSTER_MESSAGE: usize = 64 * 1024 * 1024;
+/// Largest health report sent (the controller refuses more than 4 MiB).
+pub const MAX_REPORT_MESSAGE: usize = 4 * 1024 * 1024;
+
+/// One pool the sidecar routes to: `namespace/name=listen`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolBinding {
+    pub pool: PoolRef,
+    pub listen: SocketAddr,
+}
+
+/// How the sidecar talks to the controller.
+#[derive(Clone, Debug)]
+pub struct RosterOptions {
+    /// `http://host:port` of the controller's roster service.
+    pub controller: String,
+    pub pools: Vec<PoolBinding>,
+    pub sidecar: SidecarId,
+    /// An empty report after this long without one.
+    pub heartbeat: Duration,
+    /// At most one change report per interval; changes within it are coalesced.
+    pub report_interval: Duration,
+    pub backoff: Backoff,
+    pub connect_timeout: Duration,
+}
+
+/// Why the controller options were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    #[error("--controller {url:?} is not a usable URL: {source}")]
+    Controller {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error(
+        "--controller {0:?}: only http:// is supported until sidecar authentication (TLS) arrives"
+    )]
+    Scheme(String),
+    #[error("--controller needs at least one --pool NAMESPACE/NAME=LISTEN")]
+    NoPools,
+    #[error("--pool {0} is given twice")]
+    DuplicatePool(PoolRef),
+    #[error("--pool {pool}: {listen} is already the listen address of another pool")]
+    DuplicateListen { pool: PoolRef, listen: SocketAddr },
+}
+
+/// The running roster client and reporter.
+pub struct RosterTasks {
+    pub tasks: Vec<JoinHandle<()>>,
+}
+
+/// Roster version each runtime pool runs, keyed by runtime pool name (`namespace/name`).
+pub(crate) type Versions = BTreeMap<String, (PoolRef, u64)>;
+
+// === impl PoolBinding ===
+
+impl FromStr for PoolBinding {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (pool, listen) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?}: write a pool as NAMESPACE/NAME=LISTEN"))?;
+        let pool: PoolRef = pool.parse()?;
+        let listen = listen
+            .parse()
+            .map_err(|e| format!("{s:?}: {listen:?} is not an ip:port listen address ({e})"))?;
+        Ok(Self { pool, listen })
+    }
+}
+
+// === impl RosterOptions ===
+
+impl RosterOptions {
+    /// Defaults for everything but where to connect, what to watch and who we are.
+    pub fn new(controller: impl Into<String>, pools: Vec<PoolBinding>, sidecar: SidecarId) -> Self {
+        Self {
+            controller: controller.into(),
+            pools,
+            sidecar,
+            heartbeat: Duration::from_secs(10),
+            report_interval: Duration::from_millis(250),
+            backoff: Backoff::default(),
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// Check the options and build the (lazily connecting) channel.
+    pub fn channel(&self) -> Result<Channel, OptionsError> {
+        if self.pools.is_empty() {
+            return Err(OptionsError::NoPools);
+        }
+        let mut pools = HashSet::new();
+        let mut listens = HashSet::new();
+        for binding in &self.pools {
+            if !pools.insert(&binding.pool) {
+                return Err(OptionsError::DuplicatePool(binding.pool.clone()));
+            }
+            // Port 0 binds a free port, so several pools may ask for it.
+            if binding.listen.port() != 0 && !listens.insert(binding.listen) {
+                return Err(OptionsError::DuplicateListen {
+                    pool: binding.pool.clone(),
+                    listen: binding.listen,
+                });
+            }
+        }
+        if !self.controller.starts_with("http://") {
+            return Err(OptionsError::Scheme(self.controller.clone()));
+        }
+        let endpoint = Endpoint::from_shared(self.controller.clone())
+            .map_err(|source| OptionsError::Controller {
+                url: self.controller.clone(),
+                source,
+            })?
+            .connect_timeout(self.connect_timeout)
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(5))
+            .keep_alive_while_idle(true);
+        Ok(endpoint.connect_lazy())
+    }
+
+    /// What the runtime runs before the first roster: every pool listening, with no endpoints.
+    pub fn initial_config(&self) -> SidecarConfig {
+        Book::new(&self.pools).config()
+    }
+}
+
+/// Start the roster client and the reporter on `channel`; the runtime already runs
+/// `options.initial_config()`.
+pub fn spawn(options: &RosterOptions, channel: Channel, runtime: Arc<Runtime>) -> RosterTasks {
+    let client = RosterClient::new(channel)
+        .max_decoding_message_size(MAX_ROSTER_MESSAGE)
+        .max_encoding_message_size(MAX_REPORT_MESSAGE);
+    let (versions_tx, versions_rx) = channel::channel(Versions::new());
+    let watch = tokio::spawn(watch::run(
+        client.clone(),
+        options.clone(),
+        Arc::clone(&runtime),
+        versions_tx,
+    ));
+    let report = tokio::spawn(report::run(client, options.clone(), runtime, versions_rx));
+    tracing::info!(controller = %options.controller, pools = options.pools.len(), sidecar = %options.sidecar, "following the controller's rosters");
+    RosterTasks {
+        tasks: vec![watch, report],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_binding_parses_namespace_name_and_listen() {
+        let b: PoolBinding = "shop/checkout=127.0.0.1:15001".parse().unwrap();
+        assert_eq!(b.pool, PoolRef::new("shop", "checkout"));
+        assert_eq!(b.listen, "127.0.0.1:15001".parse().unwrap());
+        assert!("shop/checkout".parse::<PoolBinding>().is_err());
+        assert!("checkout=127.0.0.1:1".parse::<PoolBinding>().is_err());
+        assert!("shop/checkout=localhost:1".parse::<PoolBinding>().is_err());
+    }
+
+    #[test]
+    fn options_refuse_duplicates_and_empty_pool_lists() {
+        let id = SidecarId::default();
+        let b = |s: &str| s.parse::<PoolBinding>().unwrap();
+        let opts = |pools| RosterOptions::new("http://127.0.0.1:1", pools, id.clone());
+        assert!(matches!(opts(vec![]).channel(), Err(OptionsError::NoPools)));
+        let mut tls = opts(vec![b("a/b=127.0.0.1:1")]);
+        tls.controller = "https://controller:9090".into();
+        assert!(matches!(tls.channel(), Err(OptionsError::Scheme(_))));
+        let dup = opts(vec![b("a/b=127.0.0.1:1"), b("a/b=127.0.0.1:2")]);
+        assert!(matches!(dup.channel(), Err(OptionsError::DuplicatePool(_))));
+        let dup = opts(vec![b("a/b=127.0.0.1:1"), b("a/c=127.0.0.1:1")]);
+        assert!(matches!(
+            dup.channel(),
+            Err(OptionsError::DuplicateListen { .. })
+        ));
+    }
+}

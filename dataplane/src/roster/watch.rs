@@ -1,0 +1,121 @@
+//! The roster client: one `Watch` stream at a time, each message through the `Book`, the
+//! resulting configuration into `Runtime::apply`. When the stream fails or ends the pools keep
+//! their last roster and the client reconnects after a jittered back-off; the back-off starts
+//! over once a stream has delivered a message.
+
+use std::sync::Arc;
+
+use rollcall_api::proto::v1 as pb;
+use rollcall_api::proto::v1::roster_client::RosterClient;
+use rollcall_api::roster::WatchRequest;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+use super::{Book, Outcome, RosterOptions, Versions};
+use crate::runtime::Runtime;
+
+pub(super) async fn run(
+    mut client: RosterClient<Channel>,
+    options: RosterOptions,
+    runtime: Arc<Runtime>,
+    versions: watch::Sender<Versions>,
+) {
+    let request = pb::WatchRequest::from(&WatchRequest {
+        sidecar: options.sidecar.clone(),
+        pools: options.pools.iter().map(|b| b.pool.clone()).collect(),
+    });
+    let mut book = Book::new(&options.pools);
+    let mut attempt: u32 = 0;
+    // One warning per outage: the stream's end or the first failed attempt, not every retry.
+    let mut outage_logged = false;
+    loop {
+        book.new_stream();
+        match client.watch(request.clone()).await {
+            Ok(response) => {
+                tracing::info!(controller = %options.controller, "watching rosters");
+                let mut stream = response.into_inner();
+                loop {
+                    match stream.message().await {
+                        Ok(Some(message)) => {
+                            attempt = 0;
+                            let outcome = book.apply(message);
+                            log(&outcome);
+                            if outcome.changed()
+                                && let Err(error) = runtime.apply(&book.config()).await
+                            {
+                                tracing::error!(%error, "roster applied only in part");
+                            }
+                            versions.send_if_modified(|v| {
+                                let new = book.versions();
+                                let modified = *v != new;
+                                *v = new;
+                                modified
+                            });
+                        }
+                        Ok(None) => {
+                            outage_logged = true;
+                            tracing::warn!(controller = %options.controller, "controller ended the roster stream; routing on the last rosters");
+                            break;
+                        }
+                        Err(status) => {
+                            outage_logged = true;
+                            tracing::warn!(controller = %options.controller, code = ?status.code(), message = status.message(), "roster stream failed; routing on the last rosters");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(status) if !outage_logged => {
+                outage_logged = true;
+                tracing::warn!(controller = %options.controller, code = ?status.code(), message = status.message(), "cannot watch rosters; routing on the last rosters");
+            }
+            Err(status) => {
+                tracing::debug!(controller = %options.controller, attempt, code = ?status.code(), message = status.message(), "cannot watch rosters");
+            }
+        }
+        let delay = options.backoff.jittered(attempt);
+        attempt = attempt.saturating_add(1);
+        tracing::debug!(?delay, attempt, "reconnecting to the controller");
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// One line per message that matters; redundant ones only at debug.
+fn log(outcome: &Outcome) {
+    match outcome {
+        Outcome::Applied {
+            pool,
+            version,
+            routed,
+            terminating,
+            left_out,
+        } => {
+            tracing::info!(%pool, version, routed, terminating, left_out, "{outcome}");
+        }
+        Outcome::Unchanged { pool, version } => tracing::debug!(%pool, version, "{outcome}"),
+        Outcome::Superseded {
+            pool,
+            version,
+            seen,
+        } => tracing::debug!(%pool, version, seen, "{outcome}"),
+        Outcome::Refused {
+            pool,
+            version,
+            error,
+        } => tracing::warn!(%pool, version, %error, "{outcome}"),
+        Outcome::Gone {
+            pool,
+            version,
+            reason,
+            message,
+        } => tracing::warn!(%pool, version, %reason, %message, "{outcome}"),
+        Outcome::Stale {
+            pool,
+            reason,
+            message,
+            has_roster,
+        } => tracing::warn!(%pool, %reason, %message, has_roster, "{outcome}"),
+        Outcome::Unrequested { pool } => tracing::warn!(%pool, "{outcome}"),
+        Outcome::Malformed { error } => tracing::warn!(%error, "{outcome}"),
+    }
+}
