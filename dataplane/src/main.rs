@@ -20,7 +20,7 @@ struct Args {
     /// and on SIGHUP; a bad edit is refused and the last good config keeps serving.
     #[arg(long, env = "ROLLCALL_CONFIG")]
     config: Option<PathBuf>,
-    /// The controller's roster service, e.g. `http://rollcall-controller.rollcall:9090`. Pools
+    /// The controller's roster service, e.g. `http://rollcall-controller.rollcall-system:8300`. Pools
     /// then come from it: name them with `--pool`.
     #[arg(long, env = "ROLLCALL_CONTROLLER", value_name = "URL")]
     controller: Option<String>,

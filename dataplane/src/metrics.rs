@@ -27,6 +27,10 @@ pub struct Metrics {
     pub panic: IntGaugeVec,
     pub retries: IntCounterVec,
     pub config_reloads: IntCounterVec,
+    /// Roster messages from the controller, by what became of them.
+    pub roster_updates: IntCounterVec,
+    /// 1 while a roster stream to the controller is open.
+    pub controller_connected: prometheus::IntGauge,
 }
 
 impl Metrics {
@@ -73,6 +77,16 @@ impl Metrics {
             "Config file reloads, by result (applied, refused, error)",
             &["result"],
         )?;
+        let roster_updates = counter(
+            "rollcall_roster_updates_total",
+            "Roster messages from the controller, by result (applied, unchanged, superseded, refused, gone, stale, unrequested, malformed)",
+            &["result"],
+        )?;
+        let controller_connected = prometheus::IntGauge::new(
+            "rollcall_controller_connected",
+            "1 while a roster stream to the controller is open",
+        )?;
+        registry.register(Box::new(controller_connected.clone()))?;
         let request_duration = HistogramVec::new(
             HistogramOpts::new(
                 "rollcall_request_duration_seconds",
@@ -110,6 +124,8 @@ impl Metrics {
             panic,
             retries,
             config_reloads,
+            roster_updates,
+            controller_connected,
         })
     }
 

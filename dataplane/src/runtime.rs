@@ -112,6 +112,11 @@ impl Runtime {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// The sidecar's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// Every pool as `/endpoints` shows it, sorted by name.
     pub async fn views(&self) -> Vec<PoolView> {
         let pools = self.pools.lock().await;

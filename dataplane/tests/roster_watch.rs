@@ -96,7 +96,21 @@ async fn controller_outage_keeps_the_last_roster_and_reconnect_applies_the_new_s
     let listen = listen(&sidecar).await;
     wait_routed_to(listen, a.addr()).await;
 
+    assert!(
+        sidecar
+            .metrics
+            .render()
+            .contains("rollcall_controller_connected 1")
+    );
     fake.kill().await;
+    wait("the stream to be seen closed", || {
+        sidecar
+            .metrics
+            .render()
+            .contains("rollcall_controller_connected 0")
+            .then_some(())
+    })
+    .await;
     for _ in 0..20 {
         assert_eq!(served_by(listen).await, Ok(a.addr().to_string()));
     }
@@ -132,6 +146,11 @@ async fn roster_with_an_unusable_policy_keeps_the_previous_one() {
         b.requests() + b.health_checks(),
         0,
         "b was never in the pool"
+    );
+    let metrics = sidecar.metrics.render();
+    assert!(
+        metrics.contains(r#"rollcall_roster_updates_total{result="refused"} 2"#),
+        "{metrics}"
     );
     let views = sidecar.runtime.views().await;
     assert!(

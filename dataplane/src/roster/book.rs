@@ -257,6 +257,22 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// The `result` label of `rollcall_roster_updates_total`.
+    pub(super) fn label(&self) -> &'static str {
+        match self {
+            Self::Applied { .. } => "applied",
+            Self::Unchanged { .. } => "unchanged",
+            Self::Superseded { .. } => "superseded",
+            Self::Refused { .. } => "refused",
+            Self::Gone { .. } => "gone",
+            Self::Stale { .. } => "stale",
+            Self::Unrequested { .. } => "unrequested",
+            Self::Malformed { .. } => "malformed",
+        }
+    }
+}
+
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -28,11 +28,13 @@ pub(super) async fn run(
     let mut attempt: u32 = 0;
     // One warning per outage: the stream's end or the first failed attempt, not every retry.
     let mut outage_logged = false;
+    let metrics = Arc::clone(runtime.metrics());
     loop {
         book.new_stream();
         match client.watch(request.clone()).await {
             Ok(response) => {
                 tracing::info!(controller = %options.controller, "watching rosters");
+                metrics.controller_connected.set(1);
                 let mut stream = response.into_inner();
                 loop {
                     match stream.message().await {
@@ -40,6 +42,10 @@ pub(super) async fn run(
                             attempt = 0;
                             let outcome = book.apply(message);
                             log(&outcome);
+                            metrics
+                                .roster_updates
+                                .with_label_values(&[outcome.label()])
+                                .inc();
                             if outcome.changed()
                                 && let Err(error) = runtime.apply(&book.config()).await
                             {
@@ -64,6 +70,7 @@ pub(super) async fn run(
                         }
                     }
                 }
+                metrics.controller_connected.set(0);
             }
             Err(status) if !outage_logged => {
                 outage_logged = true;
