@@ -24,12 +24,13 @@ pub enum AttemptOutcome {
 }
 
 impl AttemptOutcome {
+    /// An answer, classified the way the health machine classifies it.
     pub fn from_status(status: u16) -> Self {
-        match status {
-            502..=504 => Self::GatewayStatus,
-            500..=599 => Self::ServerError,
-            400..=499 => Self::ClientError,
-            _ => Self::Success,
+        match Outcome::from_status(status) {
+            Outcome::GatewayError => Self::GatewayStatus,
+            Outcome::ServerError => Self::ServerError,
+            Outcome::ClientError => Self::ClientError,
+            Outcome::Success => Self::Success,
         }
     }
 
