@@ -19,7 +19,7 @@ use crate::config::EndpointConfig;
 use crate::health::machine::{Event, HealthSettings, PoolHealth, State};
 use crate::health::probe;
 use crate::metrics::{ATTEMPT_OUTCOMES, Metrics, REQUEST_OUTCOMES};
-use crate::proxy::upstream::Upstream;
+use crate::proxy::upstream::{IDLE_TIMEOUT, Upstream};
 use crate::retry::Decision;
 use crate::retry::budget::RetryBudget;
 use prometheus::{Histogram, IntCounter};
@@ -313,6 +313,9 @@ impl Pool {
             report::log_event(&self.name, event, &self.metrics);
         }
         let mut changed = !events.is_empty() || self.routing.load().ramping;
+        for endpoint in self.endpoints.read().values() {
+            endpoint.upstream.expire_idle(IDLE_TIMEOUT, now);
+        }
         let drain_timeout = self.settings.load().drain_timeout;
         let finished: Vec<Arc<Endpoint>> = self
             .endpoints

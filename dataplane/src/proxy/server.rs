@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -66,7 +66,11 @@ async fn accept_loop(listener: TcpListener, pool: Arc<Pool>, stop: CancellationT
                 let pool = Arc::clone(&pool);
                 async move { Ok::<_, std::convert::Infallible>(forward(pool, req, client).await) }
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
+            // A timer makes hyper enforce its HTTP/1 header read timeout (30 s), so a client
+            // that trickles headers cannot hold a connection forever.
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder.http1().timer(TokioTimer::new());
+            builder.http2().timer(TokioTimer::new());
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             tokio::select! {

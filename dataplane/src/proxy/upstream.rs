@@ -17,6 +17,7 @@ use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Any error a body can carry.
@@ -26,6 +27,8 @@ pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// Idle HTTP/1 connections kept per endpoint; more are closed when they come back.
 const MAX_IDLE_PER_ENDPOINT: usize = 256;
+/// An idle connection unused this long is closed (see `expire_idle`).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a connection could not be had. Every variant means the request never left the sidecar.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +75,8 @@ impl Conn {
 pub struct Upstream {
     addr: SocketAddr,
     http2: AtomicBool,
-    idle: Mutex<Vec<http1::SendRequest<ProxyBody>>>,
+    /// Idle HTTP/1 connections, most recently used last, with when each went idle.
+    idle: Mutex<Vec<(http1::SendRequest<ProxyBody>, Instant)>>,
     shared_h2: Mutex<Option<http2::SendRequest<ProxyBody>>>,
     draining: AtomicBool,
     /// Cancelling ends every connection task of this endpoint.
@@ -118,7 +122,7 @@ impl Upstream {
             // task marks it ready for the next request: wait for that instead of discarding it.
             // A dead one fails `ready` at once and the next is tried.
             loop {
-                let Some(mut tx) = self.idle.lock().pop() else {
+                let Some((mut tx, _)) = self.idle.lock().pop() else {
                     break;
                 };
                 if tx.is_closed() {
@@ -195,8 +199,16 @@ impl Upstream {
         }
         let mut idle = self.idle.lock();
         if idle.len() < MAX_IDLE_PER_ENDPOINT {
-            idle.push(tx);
+            idle.push((tx, Instant::now()));
         }
+    }
+
+    /// Close connections idle for longer than `max_idle` (the oldest sit at the bottom of the
+    /// stack, where checkout never reaches them after a burst) and ones the endpoint closed.
+    pub fn expire_idle(&self, max_idle: Duration, now: Instant) {
+        self.idle.lock().retain(|(tx, since)| {
+            !tx.is_closed() && now.saturating_duration_since(*since) < max_idle
+        });
     }
 
     /// Stop reusing connections: idle ones close now, busy ones close when their response ends.
@@ -245,5 +257,76 @@ impl OpenGuard {
 impl Drop for OpenGuard {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rollcall_testkit::{Behavior, Stats, TestBackend};
+
+    /// Wait for the backend to see `done`; a hang fails the test instead of stalling it.
+    async fn wait(backend: &TestBackend, done: impl Fn(&Stats) -> bool) {
+        tokio::time::timeout(Duration::from_secs(30), backend.wait_until(done))
+            .await
+            .expect("the backend never saw it");
+    }
+
+    async fn one_request(upstream: &Upstream) -> http1::SendRequest<ProxyBody> {
+        let Conn::Http1 { mut tx, .. } = upstream.acquire(Duration::from_secs(1)).await.unwrap()
+        else {
+            panic!("expected HTTP/1");
+        };
+        let response = tx
+            .send_request(http::Request::new(http_body_util::BodyExt::boxed_unsync(
+                http_body_util::BodyExt::map_err(http_body_util::Empty::<Bytes>::new(), |never| {
+                    match never {}
+                }),
+            )))
+            .await
+            .unwrap();
+        http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .unwrap();
+        tx
+    }
+
+    #[tokio::test]
+    async fn idle_connections_are_reused_then_closed_when_they_expire() {
+        let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+        let upstream = Upstream::new(backend.addr(), false);
+        let tx = one_request(&upstream).await;
+        upstream.release(tx);
+        let again = one_request(&upstream).await;
+        assert_eq!(
+            backend.stats().connections,
+            1,
+            "the idle connection was reused"
+        );
+        upstream.release(again);
+
+        upstream.expire_idle(IDLE_TIMEOUT, Instant::now());
+        assert_eq!(
+            upstream.idle.lock().len(),
+            1,
+            "not idle long enough to expire"
+        );
+        upstream.expire_idle(IDLE_TIMEOUT, Instant::now() + IDLE_TIMEOUT);
+        wait(&backend, |s| s.open_connections == 0).await;
+    }
+
+    #[tokio::test]
+    async fn draining_closes_idle_connections_at_once_and_refuses_returns() {
+        let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+        let upstream = Upstream::new(backend.addr(), false);
+        let idle = one_request(&upstream).await;
+        let busy = one_request(&upstream).await;
+        upstream.release(idle);
+        wait(&backend, |s| s.open_connections == 2).await;
+        upstream.drain();
+        wait(&backend, |s| s.open_connections == 1).await;
+        upstream.release(busy);
+        wait(&backend, |s| s.open_connections == 0).await;
+        assert_eq!(upstream.open_connections(), 0);
     }
 }
