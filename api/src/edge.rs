@@ -165,7 +165,16 @@ impl TryFrom<pb::PoolRoster> for Roster {
         let policy: PoolPolicy = if r.policy_json.is_empty() {
             PoolPolicy::default()
         } else {
-            serde_json::from_str(&r.policy_json).map_err(EdgeError::InvalidPolicy)?
+            let (policy, dropped) = crate::policy::from_json_lenient(&r.policy_json)
+                .map_err(EdgeError::InvalidPolicy)?;
+            if !dropped.is_empty() {
+                tracing::warn!(
+                    service = %r.service,
+                    fields = ?dropped,
+                    "roster policy has fields this version does not know (a newer controller?); ignoring them"
+                );
+            }
+            policy
         };
         let mut endpoints = r
             .endpoints

@@ -11,8 +11,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod units;
+mod wire;
 
 pub use units::{DurationString, Percent};
+pub use wire::from_json_lenient;
 
 /// The whole policy of one pool.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

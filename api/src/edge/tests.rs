@@ -53,6 +53,16 @@ fn empty_policy_json_means_defaults() {
 }
 
 #[test]
+fn policy_fields_from_a_newer_controller_do_not_refuse_the_roster() {
+    let r = Roster::try_from(pb::PoolRoster {
+        policy_json: r#"{"panicThreshold": "30%", "healthCheck": {"grpcService": "x"}}"#.into(),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(r.policy.panic_threshold.get(), 30.0);
+}
+
+#[test]
 fn unavailable_round_trips_and_unknown_reason_reads_as_other() {
     let u = RosterUpdate {
         pool: PoolRef::new("shop", "gone"),
