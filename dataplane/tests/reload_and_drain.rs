@@ -71,7 +71,7 @@ async fn removed_endpoint_drains_in_flight_requests_finish_and_new_ones_go_elsew
         in_flight.push(tokio::spawn(rollcall_testkit::client::get(listen, "/")));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    slow.wait_for_requests(1).await;
+    support::within(slow.wait_for_requests(1)).await;
     h.rewrite(&config(&[other.addr()], policy));
     h.wait_for_state("web", slow.addr(), State::Draining).await;
     let served_by_slow = slow.requests();
@@ -98,5 +98,42 @@ async fn removed_endpoint_drains_in_flight_requests_finish_and_new_ones_go_elsew
         v.endpoints.len() == 1
     })
     .await;
-    slow.wait_until(|s| s.open_connections == 0).await;
+    support::within(slow.wait_until(|s| s.open_connections == 0)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_timeout_closes_what_is_still_in_flight() {
+    let stuck = TestBackend::spawn(Behavior::Ok {
+        latency: Duration::from_secs(60),
+    })
+    .await
+    .unwrap();
+    let other = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let policy = "{healthCheck: {type: None}, draining: {timeout: 300ms}, retries: {perTryTimeout: 2m}, timeouts: {request: 2m}}";
+    let h = Harness::start(&config(&[stuck.addr()], policy)).await;
+    let listen = h.listen("web").await;
+    let in_flight = tokio::spawn(rollcall_testkit::client::get(listen, "/"));
+    support::within(stuck.wait_for_requests(1)).await;
+    h.rewrite(&config(&[other.addr()], policy));
+    // The request cannot finish in time: at the drain deadline its connection is closed
+    // instead of waiting a minute, and (a GET being safe to repeat) it is retried on the
+    // endpoint that stays.
+    let reply = tokio::time::timeout(support::PATIENCE, in_flight)
+        .await
+        .expect("the drain deadline ended the request")
+        .unwrap()
+        .unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.text(), format!("backend {}\n", other.addr().port()));
+    h.wait_for("web", "the stuck endpoint to be removed", |v| {
+        v.endpoints.iter().all(|e| e.health.address != stuck.addr())
+    })
+    .await;
+    support::within(stuck.wait_until(|s| s.open_connections == 0)).await;
+    assert!(
+        h.metrics()
+            .contains(r#"rollcall_retries_total{pool="web",reason="reset"} 1"#),
+        "{}",
+        h.metrics()
+    );
 }

@@ -15,6 +15,13 @@ use tempfile::TempDir;
 /// How long a wait may take before the test fails with what it saw. Only a hang trips it.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// Await `event`, failing the test after `PATIENCE` instead of hanging it.
+pub async fn within<T>(event: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, event)
+        .await
+        .expect("waited too long for an event")
+}
+
 pub struct Harness {
     pub sidecar: Sidecar,
     pub dir: TempDir,
