@@ -139,3 +139,31 @@ async fn retry_budget_stops_retries_when_every_endpoint_fails() {
     );
     assert!(attempts > requests, "some retries were allowed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retried_503s_count_against_the_endpoint_in_the_balancer() {
+    // Half of b0's answers are 503s that get retried elsewhere; outlier ejection is off, so only
+    // the balancer's error rate can steer traffic away from it.
+    let b0 = TestBackend::spawn(Behavior::FailRate {
+        fail: 1,
+        every: 2,
+        status: 503,
+        latency: std::time::Duration::ZERO,
+    })
+    .await
+    .unwrap();
+    let b1 = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let b2 = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let policy = "{healthCheck: {type: None}, outlierDetection: {consecutiveGatewayErrors: 0, consecutive5xx: 0, errorRate: {threshold: 0%}}, retries: {budget: {percent: 100}}}";
+    let h = Harness::start(&config(&[b0.addr(), b1.addr(), b2.addr()], policy)).await;
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    for _ in 0..600 {
+        assert_eq!(conn.get("/").await.unwrap().status, StatusCode::OK);
+    }
+    let total = b0.requests() + b1.requests() + b2.requests();
+    assert!(
+        b0.requests() * 5 < total,
+        "the endpoint failing half its requests still took {} of {total} tries",
+        b0.requests()
+    );
+}

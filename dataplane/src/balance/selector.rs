@@ -7,8 +7,9 @@
 //! - `PeakEwma`: `latency × (outstanding + 1) / weight × penalty`, where an endpoint with no
 //!   successful sample yet borrows the other candidate's latency, so it competes on load alone
 //!   and a new endpoint is tried at once;
-//! - `penalty = 1 + 10 × error rate`: an endpoint failing 20% of requests looks three times as
-//!   busy, so failing fast never makes it look idle.
+//! - `penalty = 1 + 10 × (error rate − 5%)` above a 5% noise floor: an endpoint failing 20% of
+//!   requests looks 2.5 times as busy, so failing fast never makes it look idle, while the odd
+//!   application error does not lose it every tie at low concurrency.
 //!
 //! `RoundRobin` is smooth weighted round robin and `RingHash` a consistent hash of the caller's
 //! header bytes (without one it falls back to `LeastRequest`). `weight` is always the effective
@@ -18,7 +19,7 @@
 //! `max_share_multiple` × its fair share (its weight's part of all recent picks) plus a slack of
 //! a few picks is passed over for the other choice, the next one in the rotation or on the ring
 //! (consistent hashing with bounded loads), or any endpoint under its cap. An endpoint whose
-//! error rate is above 1% is capped at exactly its fair share. When every allowed endpoint is
+//! error rate is above the 5% noise floor is capped at exactly its fair share. When every allowed endpoint is
 //! over its cap the algorithm's own choice stands: availability beats fairness.
 
 use std::cell::RefCell;
@@ -36,11 +37,18 @@ use super::ring::{Ring, key_hash};
 use super::round_robin::SmoothRoundRobin;
 use super::share::{EndpointShare, ShareTracker};
 
-/// Cost multiplier per unit of error rate: `penalty = 1 + ERROR_PENALTY × error rate`.
+/// Cost multiplier per unit of error rate above the noise floor:
+/// `penalty = 1 + ERROR_PENALTY × max(0, error rate − NOISE_ERROR_RATE)`.
 const ERROR_PENALTY: f64 = 10.0;
 
+/// Error rates up to this are noise every busy endpoint has: they neither raise the cost nor
+/// cap the share. Without a floor one failure (1% of the average) made an endpoint lose every
+/// tie at low concurrency, and since it was then never picked its average never recovered: a
+/// silent ejection the health machine knew nothing about.
+const NOISE_ERROR_RATE: f64 = 0.05;
+
 /// Above this error rate an endpoint may take no more than its fair share.
-const FAILING_ERROR_RATE: f64 = 0.01;
+const FAILING_ERROR_RATE: f64 = NOISE_ERROR_RATE;
 
 /// Picks an endpoint may take beyond its cap, so small counts (a quiet pool, a fresh window)
 /// never trip it.
@@ -306,7 +314,7 @@ impl Selector {
 
     fn cost(&self, index: usize, latency: f64, now: Instant) -> f64 {
         let load = &self.candidates[index].load;
-        let penalty = 1.0 + ERROR_PENALTY * load.error_rate(now);
+        let penalty = 1.0 + ERROR_PENALTY * (load.error_rate(now) - NOISE_ERROR_RATE).max(0.0);
         latency * (load.outstanding() as f64 + 1.0) / self.slots[index].weight * penalty
     }
 

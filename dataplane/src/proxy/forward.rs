@@ -243,6 +243,10 @@ pub async fn forward(
                         .retry
                         .decide(Failure::Status(status), facts(idempotent, &body, tries));
                     if matches!(decision, Decision::Retry) && pool.retry(decision, "status") {
+                        // The answer is dropped for a retry: count it in the balancer's error
+                        // rate as the response body would have.
+                        let now = Instant::now();
+                        guard.finish(balance::Outcome::Failure, now - try_started, now);
                         continue;
                     }
                 }
