@@ -1,0 +1,152 @@
+//! Open-loop client traffic: a fixed number of requests per second, each sent on schedule
+//! whatever happened to the previous ones (so a stalled backend cannot slow the load down and
+//! hide its own latency), over a pool of keep-alive connections that grows only when every
+//! connection is busy. No retries: what this client sees is what a user would see.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header;
+use parking_lot::Mutex;
+use rollcall_testkit::client::Conn;
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior, timeout};
+
+/// One request as the client saw it.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// When it was due, from the start of the load.
+    pub at: Duration,
+    /// From when it was due to its answer (or failure).
+    pub latency: Duration,
+    /// `None` for a 2xx; otherwise the kind: a status (`503`), `timeout`, `reset/closed`,
+    /// `connect error`.
+    pub failure: Option<String>,
+}
+
+/// Running load; [`Load::finish`] stops it and hands the records over. Dropping it aborts
+/// everything at once.
+pub struct Load {
+    records: Arc<Mutex<Vec<Record>>>,
+    dispatcher: JoinSet<()>,
+    stop: Option<oneshot::Sender<()>>,
+    pub started: Instant,
+}
+
+impl Load {
+    /// Sends `GET /` to `target` at `rate` per second, each with `client_timeout` (connect
+    /// included).
+    pub fn start(target: SocketAddr, rate: u32, client_timeout: Duration) -> Self {
+        let records = Arc::new(Mutex::new(Vec::new()));
+        let started = Instant::now();
+        let (stop, stopped) = oneshot::channel();
+        let mut dispatcher = JoinSet::new();
+        dispatcher.spawn(dispatch(
+            target,
+            Pace {
+                rate,
+                client_timeout,
+                started,
+            },
+            records.clone(),
+            stopped,
+        ));
+        Self {
+            records,
+            dispatcher,
+            stop: Some(stop),
+            started,
+        }
+    }
+
+    /// Stops sending, waits for the requests in flight (each bounded by the client timeout),
+    /// and returns every record sorted by due time.
+    pub async fn finish(mut self) -> Vec<Record> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        while self.dispatcher.join_next().await.is_some() {}
+        let mut records = std::mem::take(&mut *self.records.lock());
+        records.sort_by_key(|r| r.at);
+        records
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Pace {
+    rate: u32,
+    client_timeout: Duration,
+    started: Instant,
+}
+
+async fn dispatch(
+    target: SocketAddr,
+    pace: Pace,
+    records: Arc<Mutex<Vec<Record>>>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let Pace {
+        rate,
+        client_timeout,
+        started,
+    } = pace;
+    let idle: Arc<Mutex<Vec<Conn>>> = Arc::new(Mutex::new(Vec::new()));
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate.max(1))));
+    // Open loop: a late tick is sent at once (Burst), never skipped.
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Burst);
+    let mut requests = JoinSet::new();
+    loop {
+        let due = tokio::select! {
+            due = ticks.tick() => due,
+            _ = &mut stopped => break,
+        };
+        while requests.try_join_next().is_some() {}
+        let (idle, records) = (idle.clone(), records.clone());
+        requests.spawn(async move {
+            let pooled = idle.lock().pop();
+            let (failure, conn) = timeout(client_timeout, one_request(target, pooled))
+                .await
+                .unwrap_or_else(|_| (Some("timeout".to_owned()), None));
+            if let Some(conn) = conn {
+                idle.lock().push(conn);
+            }
+            records.lock().push(Record {
+                at: due.duration_since(started),
+                latency: due.elapsed(),
+                failure,
+            });
+        });
+    }
+    while requests.join_next().await.is_some() {}
+}
+
+/// One `GET /` on `pooled` (or a new connection); gives the connection back when it is still
+/// good for another request.
+async fn one_request(target: SocketAddr, pooled: Option<Conn>) -> (Option<String>, Option<Conn>) {
+    let mut conn = match pooled {
+        Some(conn) if !conn.is_closed() => conn,
+        _ => match Conn::http1(target).await {
+            Ok(conn) => conn,
+            Err(_) => return (Some("connect error".into()), None),
+        },
+    };
+    match conn.get("/").await {
+        Ok(reply) => {
+            // A connection the server announced it closes is not reused: reusing it would count
+            // the client's own mistake as a failure.
+            let closing = reply
+                .headers
+                .get(header::CONNECTION)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+            let conn = (!closing).then_some(conn);
+            if reply.status.is_success() {
+                (None, conn)
+            } else {
+                (Some(reply.status.as_u16().to_string()), conn)
+            }
+        }
+        Err(_) => (Some("reset/closed".into()), None),
+    }
+}

@@ -1,0 +1,237 @@
+//! The failure scenarios and one run of one scenario through one proxy: restore the backends,
+//! start the proxy fresh, load it, break backend 2 on schedule, watch backend 2's own request
+//! counter and the proxy's own view of it, stop everything.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::time::Duration;
+
+use anyhow::bail;
+use rollcall_testkit::{Behavior, TestBackend};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::load::{Load, Record};
+use crate::proxy::{Kind, Running, Setup, StatusView};
+
+/// What happens to backend 2 (or, for `HealthzAllFail`, to every backend's health check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    Killed,
+    BlackHoled,
+    Failing503,
+    Failing500,
+    Rare500,
+    HealthzAllFail,
+}
+
+pub const ALL: [Scenario; 6] = [
+    Scenario::Killed,
+    Scenario::BlackHoled,
+    Scenario::Failing503,
+    Scenario::Failing500,
+    Scenario::Rare500,
+    Scenario::HealthzAllFail,
+];
+
+/// Timing and load, the same for every run.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    pub rate: u32,
+    pub duration: Duration,
+    pub inject_at: Duration,
+    pub client_timeout: Duration,
+    /// Between "the proxy answers" and the start of the load, so probes see every backend.
+    pub settle: Duration,
+}
+
+/// What one run measured.
+pub struct Outcome {
+    pub records: Vec<Record>,
+    /// When the failure was injected, from the start of the load.
+    pub injected: Duration,
+    /// Traffic requests backend 2 received after the injection.
+    pub b2_after: u64,
+    /// The last time backend 2's request counter moved, after the injection.
+    pub b2_last: Option<Duration>,
+    /// When the proxy first said backend 2 was down, after the injection.
+    pub marked_down: Option<Duration>,
+    /// Whether the proxy can say so at all.
+    pub has_view: bool,
+}
+
+impl Scenario {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Killed => "killed",
+            Self::BlackHoled => "black-holed",
+            Self::Failing503 => "failing-503",
+            Self::Failing500 => "failing-500",
+            Self::Rare500 => "rare-500",
+            Self::HealthzAllFail => "healthz-all-fail",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Killed => {
+                "backend 2 killed: listener closed, open connections aborted, connects refused"
+            }
+            Self::BlackHoled => {
+                "backend 2 black-holed: accepts and reads, never answers (/healthz included)"
+            }
+            Self::Failing503 => {
+                "backend 2 fails every 2nd request with 503 at once; /healthz stays 200"
+            }
+            Self::Failing500 => {
+                "backend 2 fails every 2nd request with 500 at once; /healthz stays 200"
+            }
+            Self::Rare500 => {
+                "backend 2 fails 1 request in 100 with 500 (noise); /healthz stays 200"
+            }
+            Self::HealthzAllFail => {
+                "/healthz answers 503 on all 3 backends; traffic still succeeds everywhere"
+            }
+        }
+    }
+
+    /// Whether backend 2 can count what reaches it (a killed backend sees nothing).
+    pub fn b2_counts(self) -> bool {
+        self != Self::Killed
+    }
+
+    async fn inject(self, backends: &[TestBackend]) {
+        let b2 = &backends[1];
+        match self {
+            Self::Killed => b2.kill().await,
+            Self::BlackHoled => b2.set_behavior(Behavior::BlackHole),
+            Self::Failing503 => b2.set_behavior(Behavior::fail_one_in(2, 503)),
+            Self::Failing500 => b2.set_behavior(Behavior::fail_one_in(2, 500)),
+            Self::Rare500 => b2.set_behavior(Behavior::fail_one_in(100, 500)),
+            Self::HealthzAllFail => backends.iter().for_each(|b| b.set_healthz(false)),
+        }
+    }
+}
+
+/// Every backend alive, answering 200, healthy, counters at zero.
+pub async fn restore(backends: &[TestBackend]) -> anyhow::Result<()> {
+    for b in backends {
+        b.revive().await?;
+        b.set_behavior(Behavior::ok());
+        b.set_healthz(true);
+        b.reset_counters();
+    }
+    Ok(())
+}
+
+/// Runs `scenario` through a fresh `kind`. `stop` aborts the run (ctrl-c).
+pub async fn run(
+    scenario: Scenario,
+    kind: Kind,
+    setup: &Setup,
+    backends: &[TestBackend],
+    plan: Plan,
+    stop: &AtomicBool,
+) -> anyhow::Result<Outcome> {
+    restore(backends).await?;
+    let addrs: Vec<SocketAddr> = backends.iter().map(TestBackend::addr).collect();
+    let mut proxy = Running::start(kind, setup, &addrs, scenario.name()).await?;
+    let result = drive(scenario, &mut proxy, backends, plan, stop).await;
+    proxy.save_counters().await;
+    proxy.stop().await;
+    // Black-holed requests stay open until the backend's connections close; a revive later
+    // starts a new life, so nothing of this run leaks into the next.
+    restore(backends).await?;
+    result
+}
+
+async fn drive(
+    scenario: Scenario,
+    proxy: &mut Running,
+    backends: &[TestBackend],
+    plan: Plan,
+    stop: &AtomicBool,
+) -> anyhow::Result<Outcome> {
+    tokio::time::sleep(plan.settle).await;
+    let b2 = &backends[1];
+    for b in backends {
+        b.reset_counters();
+    }
+    let view = proxy.view();
+    let load = Load::start(proxy.listen, plan.rate, plan.client_timeout);
+    let start = load.started;
+    let mut ticks = tokio::time::interval(Duration::from_millis(5));
+    let mut injected: Option<(Instant, u64)> = None;
+    let mut watcher: Option<JoinHandle<Option<Duration>>> = None;
+    let (mut last_count, mut b2_last) = (0, None);
+    let mut failure = None;
+    while start.elapsed() < plan.duration {
+        ticks.tick().await;
+        if stop.load(SeqCst) {
+            failure = Some("interrupted".to_owned());
+            break;
+        }
+        if let Some(reason) = proxy.exited() {
+            failure = Some(reason);
+            break;
+        }
+        let count = b2.requests();
+        match injected {
+            None if start.elapsed() >= plan.inject_at => {
+                let at = Instant::now();
+                scenario.inject(backends).await;
+                let count = b2.requests();
+                injected = Some((at, count));
+                last_count = count;
+                watcher = Some(tokio::spawn(watch_down(view, b2.addr(), at)));
+            }
+            Some((at, _)) if count != last_count => {
+                last_count = count;
+                b2_last = Some(at.elapsed());
+            }
+            _ => {}
+        }
+    }
+    let records = load.finish().await;
+    let marked_down = match watcher {
+        Some(w) => {
+            w.abort();
+            w.await.ok().flatten()
+        }
+        None => None,
+    };
+    if let Some(reason) = failure {
+        bail!(reason);
+    }
+    let Some((at, before)) = injected else {
+        bail!("the failure was never injected");
+    };
+    Ok(Outcome {
+        records,
+        injected: at.duration_since(start),
+        b2_after: b2.requests().saturating_sub(before),
+        b2_last,
+        marked_down,
+        has_view: view.is_some(),
+    })
+}
+
+/// Polls the proxy's own view every 20 ms; resolves with the first "down" after `since`.
+/// Never resolves for a proxy without a view (the caller aborts it).
+async fn watch_down(
+    view: Option<StatusView>,
+    backend: SocketAddr,
+    since: Instant,
+) -> Option<Duration> {
+    let view = view?;
+    loop {
+        if view.says_down(backend, 1).await == Some(true) {
+            return Some(since.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
