@@ -34,6 +34,9 @@ pub struct EndpointView {
     pub zone: Option<String>,
     pub weight: u32,
     pub in_flight: u64,
+    /// The balancer's recent error rate (over roughly the last 100 outcomes, 0–1). Above 5% it
+    /// steers traffic away before the health machine has evidence enough to eject.
+    pub recent_error_rate: f64,
     pub open_connections: usize,
 }
 
@@ -55,6 +58,9 @@ pub(super) fn view(
                 zone: live.and_then(|e| e.zone.clone()),
                 weight: live.map_or(0, |e| e.load.weight()),
                 in_flight: live.map_or(0, |e| e.load.outstanding()),
+                recent_error_rate: live.map_or(0.0, |e| {
+                    (e.load.error_rate(now) * 1000.0).round() / 1000.0
+                }),
                 open_connections: live.map_or(0, |e| e.upstream.open_connections()),
                 health,
             }
