@@ -58,9 +58,8 @@ pub(super) fn view(
                 zone: live.and_then(|e| e.zone.clone()),
                 weight: live.map_or(0, |e| e.load.weight()),
                 in_flight: live.map_or(0, |e| e.load.outstanding()),
-                recent_error_rate: live.map_or(0.0, |e| {
-                    (e.load.error_rate(now) * 1000.0).round() / 1000.0
-                }),
+                recent_error_rate: live
+                    .map_or(0.0, |e| (e.load.error_rate(now) * 1000.0).round() / 1000.0),
                 open_connections: live.map_or(0, |e| e.upstream.open_connections()),
                 health,
             }
