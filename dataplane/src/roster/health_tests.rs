@@ -44,6 +44,7 @@ fn view(name: &str, endpoints: Vec<EndpointReport>) -> PoolView {
                 zone: None,
                 weight: 1,
                 in_flight: 0,
+                recent_error_rate: 0.0,
                 open_connections: 0,
             })
             .collect(),
