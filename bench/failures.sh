@@ -41,19 +41,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- tools ---------------------------------------------------------------------------------
-find_tool() { PATH="$PATH:/usr/sbin:/sbin" command -v "$1" || true; }
-missing=()
-for pair in nginx:nginx haproxy:haproxy; do
-    [ -n "$(find_tool "${pair%%:*}")" ] || missing+=("${pair#*:}")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    log "installing ${missing[*]} with apt-get"
-    apt-get update -qq
-    # RUNLEVEL=1 keeps the packages' init scripts from starting system-wide daemons.
-    RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-NGINX="$(find_tool nginx)"
-HAPROXY="$(find_tool haproxy)"
+# shellcheck source=bench/tools.sh
+. "$ROOT/bench/tools.sh"
+need_tools nginx haproxy
 
 # --- build ---------------------------------------------------------------------------------
 if [ "${SKIP_BUILD:-0}" != 1 ]; then

@@ -41,20 +41,9 @@ trap 'exit 130' INT TERM
 log() { printf '%s\n' "$*" >&2; }
 
 # --- tools ---------------------------------------------------------------------------------
-find_tool() { PATH="$PATH:/usr/sbin:/sbin" command -v "$1" || true; }
-missing=()
-for pair in nginx:nginx haproxy:haproxy wrk:wrk curl:curl; do
-    [ -n "$(find_tool "${pair%%:*}")" ] || missing+=("${pair#*:}")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    log "installing ${missing[*]} with apt-get"
-    apt-get update -qq
-    # RUNLEVEL=1 keeps the packages' init scripts from starting system-wide daemons.
-    RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-NGINX="$(find_tool nginx)"
-HAPROXY="$(find_tool haproxy)"
-WRK="$(find_tool wrk)"
+# shellcheck source=bench/tools.sh
+. "$ROOT/bench/tools.sh"
+need_tools nginx haproxy wrk curl
 
 # --- build ---------------------------------------------------------------------------------
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
