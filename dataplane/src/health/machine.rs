@@ -140,7 +140,9 @@ impl PoolHealth {
         now: Instant,
     ) -> Vec<Event> {
         let mut events = Vec::new();
-        let may_eject = self.may_eject();
+        // Only a failure can trip an ejection; the pool-wide count is O(endpoints), so it is
+        // not paid on every success.
+        let may_eject = !ok && self.may_eject();
         let s = &self.settings;
         let Some(ep) = self.endpoints.get_mut(&addr) else {
             return events;
@@ -189,7 +191,10 @@ impl PoolHealth {
             }
             (State::Draining, _) => {}
         }
-        self.update_panic(&mut events);
+        // Panic depends only on states, and every state change is an event.
+        if !events.is_empty() {
+            self.update_panic(&mut events);
+        }
         events
     }
 
@@ -203,7 +208,7 @@ impl PoolHealth {
         now: Instant,
     ) -> Vec<Event> {
         let mut events = Vec::new();
-        let may_eject = self.may_eject();
+        let may_eject = outcome.is_failure() && self.may_eject();
         let s = &self.settings;
         let Some(ep) = self.endpoints.get_mut(&addr) else {
             return events;
@@ -233,7 +238,10 @@ impl PoolHealth {
                 }
             }
         }
-        self.update_panic(&mut events);
+        // Panic depends only on states, and every state change is an event.
+        if !events.is_empty() {
+            self.update_panic(&mut events);
+        }
         events
     }
 
