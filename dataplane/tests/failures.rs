@@ -140,7 +140,10 @@ async fn refused_connections_trip_an_endpoint_out_at_once_without_probes() {
 async fn black_holed_backend_is_ejected_by_probes_and_other_probes_are_not_delayed() {
     let b = backends(3, Behavior::ok()).await;
     let addrs: Vec<_> = b.iter().map(|b| b.addr()).collect();
-    let h = Harness::start(&config(&addrs, &format!("{{healthCheck: {FAST_PROBES}}}"))).await;
+    // Six failures to eject, so the window is long enough to tell independent probing (about
+    // two healthy probes per black-hole probe) from probing in turn (about one).
+    let probes = "{type: HTTP, path: /healthz, interval: 100ms, timeout: 100ms, jitter: 0%, healthyThreshold: 2, unhealthyThreshold: 6}";
+    let h = Harness::start(&config(&addrs, &format!("{{healthCheck: {probes}}}"))).await;
     for a in &addrs {
         h.wait_for_state("web", *a, State::Healthy).await;
     }
@@ -149,7 +152,7 @@ async fn black_holed_backend_is_ejected_by_probes_and_other_probes_are_not_delay
     let ep = h.wait_for_state("web", addrs[2], State::Ejected).await;
     assert_eq!(ep.health.reason, Reason::ProbeFailures);
     assert_eq!(
-        ep.health.probe_failures_total, 3,
+        ep.health.probe_failures_total, 6,
         "ejected by exactly unhealthyThreshold probe failures"
     );
     assert!(
@@ -161,12 +164,14 @@ async fn black_holed_backend_is_ejected_by_probes_and_other_probes_are_not_delay
         "{:?}",
         ep.health.last_error
     );
-    // Three timed-out probes of the black hole took three intervals; the healthy endpoint was
-    // probed on its own schedule meanwhile, not held up behind them.
+    // The healthy endpoint was probed on its own schedule meanwhile, not held up behind the
+    // black hole: each black-hole cycle is an interval plus a timed-out probe (~200 ms), a
+    // healthy one an interval (~100 ms), so it gets about twice as many (~11 in six cycles); a
+    // checker probing in turn would give it one per cycle (~6).
     let healthy_probes = b[0].health_checks() - healthy_probes_before;
     assert!(
-        healthy_probes >= 3,
-        "healthy endpoint probed only {healthy_probes} times while the black hole was probed 3 times"
+        healthy_probes >= 9,
+        "healthy endpoint probed only {healthy_probes} times while the black hole was probed 6 times"
     );
 }
 
