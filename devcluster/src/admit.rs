@@ -51,23 +51,13 @@ fn metadata_errors(t: &ResourceType, object: &Value) -> Vec<admission::FieldErro
 }
 
 fn refuse(t: &ResourceType, name: &str, errors: &[admission::FieldError]) -> ApiError {
-    let causes: Vec<Value> = errors
-        .iter()
-        .map(|e| {
-            let text = e.to_string();
-            let message = text
-                .strip_prefix(&format!("{}: ", e.field))
-                .unwrap_or(&text)
-                .to_string();
-            json!({"reason": e.reason(), "message": message, "field": e.field})
-        })
-        .collect();
+    let status = admission::invalid_status(&t.kind, &t.group, name, errors);
     ApiError::invalid(
         &t.kind,
         &t.group,
         name,
-        admission::invalid_message(&t.kind, &t.group, name, errors),
-        Value::Array(causes),
+        status["message"].as_str().unwrap_or("").to_string(),
+        status["details"]["causes"].clone(),
     )
 }
 
@@ -84,7 +74,7 @@ pub fn admit(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let mut unknown = match &t.schema {
+    let unknown = match &t.schema {
         Schema::Builtin(definition) => schemas::builtin().prune_unknown(definition, object),
         Schema::Custom(schema) => {
             let pruned = admission::prune(schema, object);
@@ -92,11 +82,6 @@ pub fn admit(
             pruned
         }
     };
-    for path in &mut unknown {
-        if let Some(stripped) = path.strip_prefix('.') {
-            *path = stripped.to_string();
-        }
-    }
     let mut warnings = Vec::new();
     if !unknown.is_empty() {
         let listed: Vec<String> = unknown

@@ -28,11 +28,13 @@ pub fn write(path: &Path, server: &str, ca_pem: &str, token: &str) -> std::io::R
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
-    std::fs::write(path, render(server, ca_pem, token))?;
+    // Written aside and renamed, so a reader never sees half a file.
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, render(server, ca_pem, token))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o600))?;
     }
-    Ok(())
+    std::fs::rename(&partial, path)
 }

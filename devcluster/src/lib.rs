@@ -15,7 +15,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-mod admission;
+pub mod admission;
 mod admit;
 mod builtin;
 pub mod catalog;

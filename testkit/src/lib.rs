@@ -15,6 +15,7 @@ mod behavior;
 pub mod client;
 mod service;
 mod stats;
+pub mod system;
 
 pub use backend::TestBackend;
 pub use behavior::{Action, Behavior};

@@ -1,0 +1,86 @@
+//! `rollcall-controller run` as a child process: pointed at a kubeconfig, with its own gRPC and
+//! metrics ports and Lease identity, and ways to ask whether it is ready (a synced leader).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use super::free_port;
+use super::process::{Process, binary, wait_ready};
+use crate::client;
+
+/// A running controller replica.
+pub struct Controller {
+    pub process: Process,
+    pub identity: String,
+    pub grpc: SocketAddr,
+    pub metrics: SocketAddr,
+}
+
+impl Controller {
+    /// Start a replica called `identity` against `kubeconfig`; it competes for the Lease in
+    /// `rollcall-system`, which must exist.
+    pub async fn start(kubeconfig: &Path, identity: &str, dir: &Path) -> anyhow::Result<Self> {
+        Self::start_on(kubeconfig, identity, dir, free_port()?, free_port()?).await
+    }
+
+    /// Start on given ports (a restart keeps its address, as a Service would).
+    pub async fn start_on(
+        kubeconfig: &Path,
+        identity: &str,
+        dir: &Path,
+        grpc: SocketAddr,
+        metrics: SocketAddr,
+    ) -> anyhow::Result<Self> {
+        let mut command = Command::new(binary("rollcall-controller")?);
+        command
+            .arg("run")
+            .args(["--grpc-listen", &grpc.to_string()])
+            .args(["--metrics-listen", &metrics.to_string()])
+            .args([
+                "--identity",
+                identity,
+                "--lease-namespace",
+                "rollcall-system",
+            ])
+            .env("KUBECONFIG", kubeconfig)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            );
+        let process = Process::spawn(&format!("controller-{identity}"), command, dir)?;
+        Ok(Self {
+            process,
+            identity: identity.to_string(),
+            grpc,
+            metrics,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`, what sidecars are pointed at.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    /// Whether `/readyz` answers 200 (leading, caches synced).
+    pub async fn is_ready(&self) -> bool {
+        matches!(
+            tokio::time::timeout(Duration::from_millis(500), client::get(self.metrics, "/readyz")).await,
+            Ok(Ok(reply)) if reply.status.is_success()
+        )
+    }
+
+    /// Wait until this replica leads and serves.
+    pub async fn wait_ready(&mut self, within: Duration) -> anyhow::Result<()> {
+        let metrics = self.metrics;
+        wait_ready(&mut self.process, within, "ready (leading, synced)", || async move {
+            matches!(
+                tokio::time::timeout(Duration::from_millis(500), client::get(metrics, "/readyz")).await,
+                Ok(Ok(reply)) if reply.status.is_success()
+            )
+        })
+        .await
+    }
+}

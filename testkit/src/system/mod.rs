@@ -1,0 +1,21 @@
+//! The whole system on one machine, for the demo and the end-to-end tests: the local API server
+//! (`rollcall-devcluster`), controller replicas and sidecars as real child processes, each
+//! logging to its own file in a run directory and never outliving the handle that started it.
+
+mod api;
+mod controller;
+mod process;
+mod sidecar;
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+
+pub use api::{LocalApi, apply, client_for};
+pub use controller::Controller;
+pub use process::{Process, binary, binary_dir, wait_ready};
+pub use sidecar::{EndpointView, PoolView, Sidecar, parse_pool};
+
+/// A port nobody listens on right now (the child binds it a moment later).
+pub fn free_port() -> anyhow::Result<SocketAddr> {
+    let probe = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    Ok(probe.local_addr()?)
+}
