@@ -6,6 +6,7 @@ mod api;
 mod controller;
 mod process;
 mod sidecar;
+mod stack;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 
@@ -13,6 +14,7 @@ pub use api::{LocalApi, apply, client_for};
 pub use controller::Controller;
 pub use process::{Process, binary, binary_dir, wait_ready};
 pub use sidecar::{EndpointView, PoolView, Sidecar, parse_pool};
+pub use stack::{NAMESPACE, POOL, Stack, StackOptions, pool_resource, slices_yaml};
 
 /// A port nobody listens on right now (the child binds it a moment later).
 pub fn free_port() -> anyhow::Result<SocketAddr> {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-use crate::sidecar::{EndpointView, PoolView};
+use rollcall_testkit::system::{EndpointView, PoolView};
 
 /// Successes and failures over some span.
 #[derive(Clone, Copy, Debug, Default)]
