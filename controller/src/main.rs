@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -49,6 +50,17 @@ struct RunArgs {
     /// Log as JSON lines.
     #[arg(long, env = "ROLLCALL_LOG_JSON")]
     log_json: bool,
+    /// How long the leader Lease is valid after a renewal; a standby takes over this long
+    /// after a leader dies without releasing it.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    lease_duration: Duration,
+    /// How long before the Lease expires its holder renews it.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    lease_grace: Duration,
+    /// After taking the lead, how long a pool's status waits for the sidecars that were
+    /// reporting before to report again (so a restart never rewrites history).
+    #[arg(long, default_value = "25s", value_parser = humantime::parse_duration)]
+    restart_grace: Duration,
 }
 
 #[tokio::main]
@@ -71,9 +83,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         logs.init();
     }
-    let client = kube::Client::try_default()
+    let mut config = kube::Config::infer()
         .await
         .context("no Kubernetes client configuration")?;
+    // Audit logs and the API server's request log tell replicas apart by this.
+    let agent = format!(
+        "rollcall-controller/{} ({})",
+        env!("CARGO_PKG_VERSION"),
+        args.identity
+    );
+    config.headers.push((
+        ::http::header::USER_AGENT,
+        ::http::HeaderValue::from_str(&agent)
+            .context("the identity is not a valid header value")?,
+    ));
+    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
     let state = State {
         hub: Arc::new(RosterHub::new()),
         reports: Arc::new(ReportStore::new()),
@@ -106,8 +130,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         namespace: args.lease_namespace,
         name: "rollcall-controller".into(),
         identity: args.identity,
-        duration: 15,
-        grace: 5,
+        duration: args.lease_duration.as_secs().max(2),
+        grace: args
+            .lease_grace
+            .as_secs()
+            .clamp(1, args.lease_duration.as_secs().max(2) - 1),
     };
     let mut leadership = leader::elect(client.clone(), &lease).await?;
     tracing::info!(identity = %lease.identity, "standing by for the leader lease");
@@ -124,7 +151,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     });
     let (why_tx, why_rx) = tokio::sync::oneshot::channel();
-    run::run(client, state, Settings::default(), ready, async move {
+    let settings = Settings {
+        restart_grace: args.restart_grace,
+        ..Settings::default()
+    };
+    run::run(client, state, settings, ready, async move {
         let _ = why_tx.send(stop_rx.await.unwrap_or("interrupted"));
     })
     .await;

@@ -38,6 +38,10 @@ pub struct Settings {
     pub report_ttl: Duration,
     /// Reconcile every pool at least this often.
     pub resync: Duration,
+    /// After taking the lead, how long a pool's status waits to hear again from the sidecars
+    /// its last status counted as reporting. A new leader knows no reports: writing at once
+    /// would drop every true ejection and record false re-admission Events.
+    pub restart_grace: Duration,
 }
 
 impl Default for Settings {
@@ -46,6 +50,7 @@ impl Default for Settings {
             status_interval: Duration::from_secs(1),
             report_ttl: Duration::from_secs(90),
             resync: Duration::from_secs(300),
+            restart_grace: Duration::from_secs(25),
         }
     }
 }
@@ -66,6 +71,15 @@ pub struct Context {
     pub now: fn() -> Timestamp,
     /// Records Events on ejections, re-admissions and panic mode; `None` records nothing.
     pub recorder: Option<Recorder>,
+    /// When this replica started reconciling (took the lead).
+    pub started: Instant,
+}
+
+/// Whether to hold a status write until the sidecars that reported before a restart have
+/// reported again: the previous status counted `before` reporting sidecars, `now` have
+/// reported to this replica, `elapsed` since it took the lead.
+pub fn hold_for_reports(before: u32, now: usize, elapsed: Duration, grace: Duration) -> bool {
+    before > 0 && now < before as usize && elapsed < grace
 }
 
 pub fn pool_ref(pool: &BackendPool) -> PoolRef {
@@ -132,6 +146,26 @@ pub async fn reconcile(pool: Arc<BackendPool>, ctx: Arc<Context>) -> Result<Acti
         now,
     });
     let at = Instant::now();
+    let reported_before = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.sidecars.as_ref())
+        .map_or(0, |s| s.reporting);
+    let elapsed = at.saturating_duration_since(ctx.started);
+    if hold_for_reports(
+        reported_before,
+        reports.len(),
+        elapsed,
+        ctx.settings.restart_grace,
+    ) {
+        tracing::debug!(
+            reported_before,
+            reported = reports.len(),
+            "holding the status until the sidecars report again"
+        );
+        let wait = ctx.settings.restart_grace.saturating_sub(elapsed);
+        return Ok(Action::requeue(wait.min(Duration::from_secs(1))));
+    }
     let decision = if pool.status.as_ref() == Some(&desired) {
         Decision::Unchanged
     } else {

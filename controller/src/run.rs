@@ -167,6 +167,7 @@ pub async fn run(
         settings,
         caches_synced: synced_rx,
         now: k8s_openapi::jiff::Timestamp::now,
+        started: tokio::time::Instant::now(),
     });
     let (by_slice, by_service) = (pool_reader.clone(), pool_reader.clone());
     let metrics = state.metrics.clone();

@@ -16,6 +16,7 @@ pub mod client;
 mod service;
 mod stats;
 pub mod system;
+pub mod traffic;
 
 pub use backend::TestBackend;
 pub use behavior::{Action, Behavior};

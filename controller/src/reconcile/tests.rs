@@ -51,6 +51,7 @@ fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>,
         caches_synced: tokio::sync::watch::channel(true).1,
         now: fixed_now,
         recorder: None,
+        started: tokio::time::Instant::now(),
     };
     (Arc::new(ctx), handle)
 }
@@ -192,6 +193,41 @@ async fn a_change_within_the_interval_waits_instead_of_writing() {
         .expect("no API call expected")
         .unwrap();
     assert_ne!(action, Action::requeue(Duration::from_secs(300)));
+}
+
+#[test]
+fn a_new_leader_holds_status_until_the_sidecars_report_again_or_the_grace_ends() {
+    let grace = Duration::from_secs(25);
+    let early = Duration::from_secs(3);
+    assert!(hold_for_reports(2, 0, early, grace));
+    assert!(hold_for_reports(2, 1, early, grace));
+    assert!(!hold_for_reports(2, 2, early, grace), "everyone is back");
+    assert!(!hold_for_reports(2, 3, early, grace));
+    assert!(
+        !hold_for_reports(0, 0, early, grace),
+        "nobody reported before"
+    );
+    assert!(!hold_for_reports(2, 0, grace, grace), "the grace is over");
+}
+
+#[tokio::test]
+async fn after_a_restart_a_status_with_reporting_sidecars_is_not_rewritten_from_nothing() {
+    let (services, slices) = web_world();
+    let (ctx, _handle) = context(services, slices);
+    let mut pool = web_pool();
+    pool.status = Some(BackendPoolStatus {
+        sidecars: Some(crate::crd::SidecarCounts {
+            connected: 2,
+            reporting: 2,
+        }),
+        ..Default::default()
+    });
+    // No report arrived yet: no status write (the mock would never answer one).
+    let action = tokio::time::timeout(Duration::from_secs(1), reconcile(Arc::new(pool), ctx))
+        .await
+        .expect("no API call expected")
+        .unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(1)));
 }
 
 #[tokio::test]

@@ -17,13 +17,21 @@ pub struct Controller {
     pub identity: String,
     pub grpc: SocketAddr,
     pub metrics: SocketAddr,
+    kubeconfig: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    flags: Vec<String>,
 }
 
 impl Controller {
     /// Start a replica called `identity` against `kubeconfig`; it competes for the Lease in
     /// `rollcall-system`, which must exist.
-    pub async fn start(kubeconfig: &Path, identity: &str, dir: &Path) -> anyhow::Result<Self> {
-        Self::start_on(kubeconfig, identity, dir, free_port()?, free_port()?).await
+    pub async fn start(
+        kubeconfig: &Path,
+        identity: &str,
+        dir: &Path,
+        flags: &[String],
+    ) -> anyhow::Result<Self> {
+        Self::start_on(kubeconfig, identity, dir, free_port()?, free_port()?, flags).await
     }
 
     /// Start on given ports (a restart keeps its address, as a Service would).
@@ -33,6 +41,7 @@ impl Controller {
         dir: &Path,
         grpc: SocketAddr,
         metrics: SocketAddr,
+        flags: &[String],
     ) -> anyhow::Result<Self> {
         let mut command = Command::new(binary("rollcall-controller")?);
         command
@@ -45,18 +54,47 @@ impl Controller {
                 "--lease-namespace",
                 "rollcall-system",
             ])
+            .args(flags)
             .env("KUBECONFIG", kubeconfig)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
             );
-        let process = Process::spawn(&format!("controller-{identity}"), command, dir)?;
+        let process = Process::spawn(identity, command, dir)?;
         Ok(Self {
             process,
             identity: identity.to_string(),
             grpc,
             metrics,
+            kubeconfig: kubeconfig.to_path_buf(),
+            dir: dir.to_path_buf(),
+            flags: flags.to_vec(),
         })
+    }
+
+    /// Kill the process (SIGKILL: no clean-up, a crash) and start it again on the same ports,
+    /// as a restarted pod behind the same Service.
+    pub async fn crash_and_restart(&mut self) -> anyhow::Result<()> {
+        self.process.kill().await;
+        let restarted = Self::start_on(
+            &self.kubeconfig.clone(),
+            &self.identity.clone(),
+            &self.dir.clone(),
+            self.grpc,
+            self.metrics,
+            &self.flags.clone(),
+        )
+        .await?;
+        *self = restarted;
+        Ok(())
+    }
+
+    /// This replica behind the controller's Service.
+    pub fn replica(&self) -> super::Replica {
+        super::Replica {
+            serve: self.grpc,
+            ready: self.metrics,
+        }
     }
 
     /// `http://127.0.0.1:PORT`, what sidecars are pointed at.

@@ -5,6 +5,7 @@
 mod api;
 mod controller;
 mod process;
+mod service;
 mod sidecar;
 mod stack;
 
@@ -13,8 +14,11 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 pub use api::{LocalApi, apply, client_for};
 pub use controller::Controller;
 pub use process::{Process, binary, binary_dir, wait_ready};
+pub use service::{Replica, ServiceProxy};
 pub use sidecar::{EndpointView, PoolView, Sidecar, parse_pool};
-pub use stack::{NAMESPACE, POOL, Stack, StackOptions, pool_resource, slices_yaml};
+pub use stack::{
+    CRD_YAML, NAMESPACE, POOL, POOL_YAML, Stack, StackOptions, pool_resource, slices_yaml,
+};
 
 /// A port nobody listens on right now (the child binds it a moment later).
 pub fn free_port() -> anyhow::Result<SocketAddr> {

@@ -12,7 +12,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::Value;
 
-use super::{Controller, LocalApi, Sidecar};
+use super::{Controller, LocalApi, ServiceProxy, Sidecar};
 use crate::{Behavior, TestBackend};
 
 /// The CRD as checked in.
@@ -38,6 +38,8 @@ pub struct StackOptions {
     pub pool_yaml: Option<String>,
     /// Print each step as it happens (the demo).
     pub announce: bool,
+    /// Flags for every `rollcall-controller run`.
+    pub controller_flags: Vec<String>,
 }
 
 impl Default for StackOptions {
@@ -48,6 +50,7 @@ impl Default for StackOptions {
             api_flags: Vec::new(),
             pool_yaml: None,
             announce: false,
+            controller_flags: Vec::new(),
         }
     }
 }
@@ -58,6 +61,8 @@ pub struct Stack {
     pub api: LocalApi,
     pub backends: Vec<TestBackend>,
     pub controllers: Vec<Controller>,
+    /// The controller's Service: sidecars connect here and reach the ready replica.
+    pub service: ServiceProxy,
     pub sidecars: Vec<Sidecar>,
 }
 
@@ -129,22 +134,28 @@ impl Stack {
         }
         let mut controllers = Vec::new();
         for i in 0..options.controllers.max(1) {
-            controllers
-                .push(Controller::start(&api.kubeconfig, &format!("controller-{i}"), dir).await?);
+            let identity = format!("rollcall-controller-{i}");
+            controllers.push(
+                Controller::start(&api.kubeconfig, &identity, dir, &options.controller_flags)
+                    .await?,
+            );
         }
-        controllers[0].wait_ready(Duration::from_secs(30)).await?;
-        say(format!(
-            "rollcall-controller leading, roster gRPC on {}, metrics on http://{}/metrics",
-            controllers[0].grpc, controllers[0].metrics
-        ));
+        let service =
+            ServiceProxy::start(controllers.iter().map(Controller::replica).collect()).await?;
         let mut stack = Self {
             dir: dir.to_path_buf(),
             api,
             backends,
             controllers,
+            service,
             sidecars: Vec::new(),
         };
-        let url = stack.controllers[0].url();
+        let leader = stack.wait_leader(Duration::from_secs(30)).await?;
+        say(format!(
+            "rollcall-controller leading, roster gRPC on {}, metrics on http://{}/metrics",
+            stack.controllers[leader].grpc, stack.controllers[leader].metrics
+        ));
+        let url = stack.service.url();
         for i in 0..options.sidecars {
             let pod = format!("client-{}", (b'a' + i as u8) as char);
             let sidecar =
@@ -159,6 +170,37 @@ impl Stack {
             stack.wait_routing(i, 3, Duration::from_secs(30)).await?;
         }
         Ok(stack)
+    }
+
+    /// Wait until one controller replica is ready (leading, synced); returns its index.
+    pub async fn wait_leader(&mut self, within: Duration) -> anyhow::Result<usize> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let mut exited = Vec::new();
+            for (i, c) in self.controllers.iter_mut().enumerate() {
+                if let Some(reason) = c.process.exited() {
+                    exited.push(reason);
+                } else if c.is_ready().await {
+                    return Ok(i);
+                }
+            }
+            // A replica a test killed is expected to be gone; all of them is a failure.
+            if exited.len() == self.controllers.len() {
+                bail!("every controller exited:\n{}", exited.join("\n"));
+            }
+            if tokio::time::Instant::now() > deadline {
+                let logs: Vec<String> = self
+                    .controllers
+                    .iter()
+                    .map(|c| format!("{}:\n{}", c.identity, c.process.log_tail(20)))
+                    .collect();
+                bail!(
+                    "no controller became ready within {within:?}; logs:\n{}",
+                    logs.join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The pool's API.

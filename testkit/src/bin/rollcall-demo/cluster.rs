@@ -10,8 +10,8 @@ use rollcall_testkit::system::{Stack, StackOptions};
 use tokio::time::Instant;
 
 use crate::report::Tally;
-use crate::traffic::Traffic;
 use crate::{Schedule, view};
+use rollcall_testkit::traffic::Traffic;
 
 pub async fn run(schedule: Schedule, rate: u32, keep: bool) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("rollcall-demo-{}", std::process::id()));

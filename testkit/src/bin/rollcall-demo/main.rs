@@ -7,7 +7,6 @@
 mod cluster;
 mod report;
 mod standalone;
-mod traffic;
 mod view;
 
 use clap::Parser;

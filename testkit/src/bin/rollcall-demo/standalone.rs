@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::Schedule;
 use crate::report::{self, Tally, Timeline};
-use crate::traffic::Traffic;
+use rollcall_testkit::traffic::Traffic;
 
 /// How often the sidecar's view is sampled (the state timeline's resolution when the sidecar
 /// does not report `sinceSeconds`).

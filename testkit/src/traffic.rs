@@ -1,6 +1,7 @@
-//! Steady client traffic through the sidecar: a few workers, each with its own keep-alive
-//! connection, paced to a total rate. No retries: a request that is not 2xx or errors is a
-//! failure, exactly what a user of the service would see.
+//! Steady client traffic through a sidecar (the demo's, and the end-to-end tests' load): a few
+//! workers, each with its own keep-alive connection, paced to a total rate, GET only. No
+//! retries: a request that is not 2xx or errors is a failure, exactly what a user of the
+//! service would see.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -8,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use crate::client::Conn;
 use parking_lot::Mutex;
-use rollcall_testkit::client::Conn;
 use tokio::task::JoinSet;
 use tokio::time::{MissedTickBehavior, timeout};
 
@@ -44,6 +45,11 @@ impl Traffic {
             counts,
             _workers: workers,
         }
+    }
+
+    /// The failures so far, by kind.
+    pub fn failures(&self) -> BTreeMap<String, u64> {
+        self.counts.failures.lock().clone()
     }
 
     pub fn totals(&self) -> (u64, u64) {
