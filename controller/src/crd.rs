@@ -13,7 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
+mod object;
 mod rules;
+
+pub use object::{InvalidSpec, PoolObject};
 
 /// A pool of backends behind a Service, with the policy every sidecar applies to it.
 // Printer columns repeat `type_ = ..` and `json_path` prefixes, which is not duplication.

@@ -20,7 +20,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::crd::{BackendPool, BackendPoolStatus};
+use crate::crd::{BackendPool, BackendPoolStatus, InvalidSpec, PoolObject};
 use crate::metrics::Metrics;
 use crate::roster::{self, RosterHub, SERVICE_NAME_LABEL};
 use crate::status::{self, Coalescer, Decision, ReportStore, Served, events};
@@ -82,17 +82,21 @@ pub fn hold_for_reports(before: u32, now: usize, elapsed: Duration, grace: Durat
     before > 0 && now < before as usize && elapsed < grace
 }
 
-pub fn pool_ref(pool: &BackendPool) -> PoolRef {
+pub fn pool_ref(pool: &impl ResourceExt) -> PoolRef {
     PoolRef::new(pool.namespace().unwrap_or_default(), pool.name_any())
 }
 
-#[tracing::instrument(skip_all, fields(pool = %pool_ref(&pool)))]
-pub async fn reconcile(pool: Arc<BackendPool>, ctx: Arc<Context>) -> Result<Action> {
+#[tracing::instrument(skip_all, fields(pool = %pool_ref(&*object)))]
+pub async fn reconcile(object: Arc<PoolObject>, ctx: Arc<Context>) -> Result<Action> {
     let _timer = ctx.metrics.reconcile_seconds.start_timer();
     // Never compute from half-filled caches: a Service not listed yet would read as missing.
     if ctx.caches_synced.clone().wait_for(|s| *s).await.is_err() {
         return Err(Error::CachesNotReady);
     }
+    let pool = match object.parse() {
+        Ok(pool) => pool,
+        Err(invalid) => return invalid_spec(&object, &invalid, &ctx).await,
+    };
     let key = pool_ref(&pool);
     let ns = pool
         .namespace()
@@ -181,35 +185,89 @@ pub async fn reconcile(pool: Arc<BackendPool>, ctx: Arc<Context>) -> Result<Acti
         Decision::Unchanged => Ok(Action::requeue(resync)),
         Decision::WaitUntil(when) => Ok(Action::requeue(when.saturating_duration_since(at))),
         Decision::Write => {
-            let api: Api<BackendPool> = Api::namespaced(ctx.client.clone(), &ns);
-            let patch = json!({
-                "apiVersion": BackendPool::api_version(&()),
-                "kind": BackendPool::kind(&()),
-                "status": desired,
-            });
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            match api
-                .patch_status(&pool.name_any(), &params, &Patch::Apply(&patch))
-                .await
-            {
-                Ok(_) => {
-                    ctx.metrics.status_writes.with_label_values(&["ok"]).inc();
-                    record_events(&ctx, &pool, &desired).await;
-                    ctx.coalescer.lock().wrote(&key, desired, at);
-                    Ok(Action::requeue(resync))
-                }
-                Err(e) => {
-                    let result = match &e {
-                        kube::Error::Api(s) if s.code == 409 => "conflict",
-                        _ => "error",
-                    };
-                    ctx.metrics.status_writes.with_label_values(&[result]).inc();
-                    ctx.coalescer.lock().forget(&key);
-                    Err(Error::Kube(e))
-                }
-            }
+            write_status(&ctx, &pool, &key, desired, at).await?;
+            Ok(Action::requeue(resync))
         }
     }
+}
+
+/// Write `desired` with server-side apply, then record the Events the change deserves.
+async fn write_status(
+    ctx: &Context,
+    pool: &BackendPool,
+    key: &PoolRef,
+    desired: BackendPoolStatus,
+    at: Instant,
+) -> Result<()> {
+    let ns = pool.namespace().unwrap_or_default();
+    // The answer is read leniently: a pool whose spec is unreadable still gets its status.
+    let api: Api<PoolObject> = Api::namespaced(ctx.client.clone(), &ns);
+    let patch = json!({
+        "apiVersion": BackendPool::api_version(&()),
+        "kind": BackendPool::kind(&()),
+        "status": desired,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match api
+        .patch_status(&pool.name_any(), &params, &Patch::Apply(&patch))
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.status_writes.with_label_values(&["ok"]).inc();
+            record_events(ctx, pool, &desired).await;
+            ctx.coalescer.lock().wrote(key, desired, at);
+            Ok(())
+        }
+        Err(e) => {
+            let result = match &e {
+                kube::Error::Api(s) if s.code == 409 => "conflict",
+                _ => "error",
+            };
+            ctx.metrics.status_writes.with_label_values(&[result]).inc();
+            ctx.coalescer.lock().forget(key);
+            Err(Error::Kube(e))
+        }
+    }
+}
+
+/// A pool whose spec does not parse or validate: say so in its status and an Event, keep the
+/// roster the sidecars already have, and look again only when the pool changes.
+async fn invalid_spec(object: &PoolObject, invalid: &InvalidSpec, ctx: &Context) -> Result<Action> {
+    let key = pool_ref(object);
+    tracing::warn!(pool = %key, problem = %invalid, "the pool's spec cannot be used");
+    ctx.metrics.reconciles.with_label_values(&["invalid"]).inc();
+    let previous = object.status();
+    let desired = status::invalid_spec(
+        previous.as_ref(),
+        object.metadata.generation,
+        &invalid.0,
+        (ctx.now)(),
+    );
+    let at = Instant::now();
+    if previous.as_ref() == Some(&desired) {
+        return Ok(Action::requeue(ctx.settings.resync));
+    }
+    // The status write and Events need a typed pool; the spec is the part that is broken.
+    let pool = BackendPool {
+        metadata: object.metadata.clone(),
+        spec: crate::crd::BackendPoolSpec {
+            service: crate::crd::ServiceRef {
+                name: object.service_name().unwrap_or_default().to_string(),
+                port: k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0),
+            },
+            policy: Default::default(),
+        },
+        status: previous,
+    };
+    match ctx.coalescer.lock().decide(&key, &desired, at) {
+        Decision::Write => {}
+        Decision::Unchanged => return Ok(Action::requeue(ctx.settings.resync)),
+        Decision::WaitUntil(when) => {
+            return Ok(Action::requeue(when.saturating_duration_since(at)));
+        }
+    }
+    write_status(ctx, &pool, &key, desired, at).await?;
+    Ok(Action::requeue(ctx.settings.resync))
 }
 
 /// Record the Events the written status deserves; a failure is logged, never fatal.
@@ -237,8 +295,8 @@ async fn record_events(ctx: &Context, pool: &BackendPool, written: &BackendPoolS
 }
 
 /// Log, count and retry later; a failing pool never blocks the others.
-pub fn error_policy(pool: Arc<BackendPool>, error: &Error, ctx: Arc<Context>) -> Action {
-    tracing::warn!(pool = %pool_ref(&pool), %error, "reconcile failed");
+pub fn error_policy(pool: Arc<PoolObject>, error: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(pool = %pool_ref(&*pool), %error, "reconcile failed");
     ctx.metrics.reconciles.with_label_values(&["error"]).inc();
     Action::requeue(Duration::from_secs(15))
 }

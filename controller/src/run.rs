@@ -20,7 +20,7 @@ use kube::{Api, Client, ResourceExt};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::crd::BackendPool;
+use crate::crd::PoolObject;
 use crate::reconcile::{self, Context, Settings, pool_ref};
 use crate::roster::SERVICE_NAME_LABEL;
 use crate::server::State;
@@ -44,14 +44,14 @@ where
 
 /// Pools in `store` that use the Service `namespace/name`.
 fn pools_of(
-    store: &Store<BackendPool>,
+    store: &Store<PoolObject>,
     namespace: Option<String>,
     name: Option<&String>,
-) -> Vec<ObjectRef<BackendPool>> {
+) -> Vec<ObjectRef<PoolObject>> {
     store
         .state()
         .iter()
-        .filter(|p| p.namespace() == namespace && Some(&p.spec.service.name) == name)
+        .filter(|p| p.namespace() == namespace && p.service_name() == name.map(String::as_str))
         .map(|p| ObjectRef::from_obj(&**p))
         .collect()
 }
@@ -64,7 +64,7 @@ pub async fn run(
     ready: Arc<AtomicBool>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (pool_reader, pool_writer) = reflector::store::<BackendPool>();
+    let (pool_reader, pool_writer) = reflector::store::<PoolObject>();
     let (slice_reader, slice_writer) = reflector::store::<EndpointSlice>();
     let (svc_reader, svc_writer) = reflector::store::<Service>();
 
@@ -72,7 +72,7 @@ pub async fn run(
     let pools = reflector::reflector(
         pool_writer,
         watcher(
-            Api::<BackendPool>::all(client.clone()),
+            Api::<PoolObject>::all(client.clone()),
             watcher::Config::default(),
         ),
     )
@@ -112,7 +112,7 @@ pub async fn run(
         stream::iter(
             dirty
                 .into_iter()
-                .map(|p| ObjectRef::<BackendPool>::new(&p.name).within(&p.namespace)),
+                .map(|p| ObjectRef::<PoolObject>::new(&p.name).within(&p.namespace)),
         )
     });
 
@@ -132,7 +132,7 @@ pub async fn run(
             if !ready_soon(&pools).await {
                 return;
             }
-            hub.mark_synced(unix_ms(), pools.state().iter().map(|p| pool_ref(p)));
+            hub.mark_synced(unix_ms(), pools.state().iter().map(|p| pool_ref(&**p)));
             ready.store(true, Ordering::Release);
             tracing::info!("caches synced; serving rosters");
             loop {

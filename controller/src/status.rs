@@ -8,6 +8,6 @@ pub mod coalesce;
 pub mod events;
 pub mod store;
 
-pub use aggregate::{Input, Served, aggregate};
+pub use aggregate::{Input, Served, aggregate, invalid_spec};
 pub use coalesce::{Coalescer, Decision};
 pub use store::{ReportStore, SidecarReport, StreamId};

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tower_test::mock::{self, Handle};
 
 use super::*;
-use crate::crd::BackendPoolStatus;
+use crate::crd::{BackendPoolStatus, PoolObject};
 use crate::fixtures::{self, READY};
 
 type ApiHandle = Handle<Request<Body>, Response<Body>>;
@@ -108,7 +108,9 @@ async fn writes_the_exact_status_with_server_side_apply() {
         let pool = pool.clone();
         tokio::spawn(async move { expect_status_patch(&mut handle, &pool).await })
     };
-    let action = reconcile(Arc::new(pool), ctx.clone()).await.unwrap();
+    let action = reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
+        .await
+        .unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(300)));
     let body = verifier.await.unwrap();
     let version = ctx
@@ -158,7 +160,7 @@ async fn unchanged_status_is_not_written_again() {
             (body, handle)
         })
     };
-    reconcile(Arc::new(pool.clone()), ctx.clone())
+    reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
         .await
         .unwrap();
     let (body, _handle) = verifier.await.unwrap();
@@ -166,7 +168,10 @@ async fn unchanged_status_is_not_written_again() {
     // mock would never answer one, and the timeout would fire).
     pool.status =
         serde_json::from_value::<Option<BackendPoolStatus>>(body["status"].clone()).unwrap();
-    let again = tokio::time::timeout(Duration::from_secs(1), reconcile(Arc::new(pool), ctx));
+    let again = tokio::time::timeout(
+        Duration::from_secs(1),
+        reconcile(Arc::new(PoolObject::from(&pool)), ctx),
+    );
     assert_eq!(
         again.await.expect("no API call expected").unwrap(),
         Action::requeue(Duration::from_secs(300))
@@ -182,16 +187,19 @@ async fn a_change_within_the_interval_waits_instead_of_writing() {
         let pool = pool.clone();
         tokio::spawn(async move { (expect_status_patch(&mut handle, &pool).await, handle) })
     };
-    reconcile(Arc::new(pool.clone()), ctx.clone())
+    reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
         .await
         .unwrap();
     let (_, _handle) = verifier.await.unwrap();
     let mut changed = pool;
     changed.metadata.generation = Some(2);
-    let action = tokio::time::timeout(Duration::from_secs(1), reconcile(Arc::new(changed), ctx))
-        .await
-        .expect("no API call expected")
-        .unwrap();
+    let action = tokio::time::timeout(
+        Duration::from_secs(1),
+        reconcile(Arc::new(PoolObject::from(&changed)), ctx),
+    )
+    .await
+    .expect("no API call expected")
+    .unwrap();
     assert_ne!(action, Action::requeue(Duration::from_secs(300)));
 }
 
@@ -223,10 +231,13 @@ async fn after_a_restart_a_status_with_reporting_sidecars_is_not_rewritten_from_
         ..Default::default()
     });
     // No report arrived yet: no status write (the mock would never answer one).
-    let action = tokio::time::timeout(Duration::from_secs(1), reconcile(Arc::new(pool), ctx))
-        .await
-        .expect("no API call expected")
-        .unwrap();
+    let action = tokio::time::timeout(
+        Duration::from_secs(1),
+        reconcile(Arc::new(PoolObject::from(&pool)), ctx),
+    )
+    .await
+    .expect("no API call expected")
+    .unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(1)));
 }
 
@@ -238,7 +249,9 @@ async fn missing_service_is_a_condition_and_an_unavailable_roster() {
         let pool = pool.clone();
         tokio::spawn(async move { expect_status_patch(&mut handle, &pool).await })
     };
-    reconcile(Arc::new(pool), ctx.clone()).await.unwrap();
+    reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
+        .await
+        .unwrap();
     let body = verifier.await.unwrap();
     let ready = &body["status"]["conditions"][0];
     assert_eq!(ready["status"], "False");

@@ -114,6 +114,40 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
     status
 }
 
+/// The status of a pool whose spec cannot be used: everything last written stays (the
+/// sidecars keep routing on their last good roster), and `Ready` turns False with reason
+/// `InvalidSpec` and the message naming the field.
+pub fn invalid_spec(
+    previous: Option<&BackendPoolStatus>,
+    generation: Option<i64>,
+    message: &str,
+    now: Timestamp,
+) -> BackendPoolStatus {
+    let mut status = previous.cloned().unwrap_or_default();
+    status.observed_generation = generation;
+    let input = Input {
+        generation,
+        served: Served::Problem(&Problem {
+            reason: rollcall_api::roster::UnavailableReason::InvalidPolicy,
+            message: String::new(),
+        }),
+        reports: &[],
+        connected: 0,
+        previous,
+        now,
+    };
+    let ready = condition(
+        &input,
+        "Ready",
+        false,
+        "InvalidSpec".into(),
+        message.to_string(),
+    );
+    status.conditions.retain(|c| c.type_ != "Ready");
+    status.conditions.insert(0, ready);
+    status
+}
+
 fn condition(
     input: &Input<'_>,
     kind: &str,

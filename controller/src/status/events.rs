@@ -84,6 +84,13 @@ pub fn transitions(
             warning: true,
         });
     }
+    if let Some(message) = newly_invalid(previous, next) {
+        out.push(Transition {
+            reason: "InvalidSpec",
+            note: message,
+            warning: true,
+        });
+    }
     match (panicking(previous), panicking(Some(next))) {
         (false, true) => out.push(Transition {
             reason: "PanicModeEntered",
@@ -98,6 +105,22 @@ pub fn transitions(
         _ => {}
     }
     out
+}
+
+fn ready(
+    status: Option<&BackendPoolStatus>,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    status?.conditions.iter().find(|c| c.type_ == "Ready")
+}
+
+/// The message of an `InvalidSpec` the previous status did not already report.
+fn newly_invalid(previous: Option<&BackendPoolStatus>, next: &BackendPoolStatus) -> Option<String> {
+    let now = ready(Some(next)).filter(|c| c.reason == "InvalidSpec")?;
+    let before = ready(previous).filter(|c| c.reason == "InvalidSpec");
+    let repeated = before.is_some_and(|b| {
+        b.message == now.message && b.observed_generation == now.observed_generation
+    });
+    (!repeated).then(|| now.message.clone())
 }
 
 fn panic_note(s: &BackendPoolStatus) -> String {

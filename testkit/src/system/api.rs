@@ -109,7 +109,7 @@ pub async fn apply(
     yaml: &str,
     manager: &str,
 ) -> anyhow::Result<Vec<DynamicObject>> {
-    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).context("parsing YAML")?;
+    let documents = super::parse_yaml(yaml).context("parsing YAML")?;
     let mut applied = Vec::new();
     for doc in documents.into_iter().filter(|d| d.is_object()) {
         let object: DynamicObject = serde_json::from_value(doc.clone())?;

@@ -17,8 +17,14 @@ pub use process::{Process, binary, binary_dir, wait_ready};
 pub use service::{Replica, ServiceProxy};
 pub use sidecar::{EndpointView, PoolView, Sidecar, parse_pool};
 pub use stack::{
-    CRD_YAML, NAMESPACE, POOL, POOL_YAML, Stack, StackOptions, pool_resource, slices_yaml,
+    CRD_YAML, NAMESPACE, NAMESPACE_YAML, POOL, POOL_YAML, SERVICE_YAML, Stack, StackOptions,
+    pool_resource, slices_yaml,
 };
+
+/// Every document of a YAML stream, as JSON values.
+pub fn parse_yaml(yaml: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    Ok(serde_saphyr::from_multiple(yaml)?)
+}
 
 /// A port nobody listens on right now (the child binds it a moment later).
 pub fn free_port() -> anyhow::Result<SocketAddr> {
