@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::catalog::{
     Behavior, CellSource, Column, REVIEW_VERBS, ResourceType, STORED_VERBS, Schema,
 };
-use crate::table::{age_of, human_age};
+use crate::table::age_of;
 
 struct Def {
     group: &'static str,
@@ -412,14 +412,7 @@ pub fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Restarts", "string", 0, computed(|_| json!("0"))),
             age(),
         ],
-        ("" | "events.k8s.io", "Event") => vec![
-            col("Last Seen", "string", 0, computed(event_last_seen)),
-            col("Type", "string", 0, path(".type")),
-            col("Reason", "string", 0, path(".reason")),
-            col("Object", "string", 0, computed(event_object)),
-            col("Message", "string", 0, path(".message")),
-            col("Name", "string", 1, path(".metadata.name")),
-        ],
+        ("" | "events.k8s.io", "Event") => crate::event_printer::columns(),
         ("discovery.k8s.io", "EndpointSlice") => vec![
             name(),
             col("AddressType", "string", 0, path(".addressType")),
@@ -522,31 +515,6 @@ fn pod_ready(pod: &Value) -> Value {
             s.iter().filter(|c| c["ready"] == json!(true)).count()
         });
     json!(format!("{ready}/{total}"))
-}
-
-fn event_last_seen(event: &Value) -> Value {
-    let when = [
-        "/lastTimestamp",
-        "/eventTime",
-        "/series/lastObservedTime",
-        "/metadata/creationTimestamp",
-    ]
-    .iter()
-    .filter_map(|p| event.pointer(p).and_then(Value::as_str))
-    .next();
-    json!(when.map_or_else(|| "<unknown>".to_string(), human_age))
-}
-
-fn event_object(event: &Value) -> Value {
-    let kind = event
-        .pointer("/involvedObject/kind")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let name = event
-        .pointer("/involvedObject/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    json!(format!("{}/{name}", kind.to_lowercase()))
 }
 
 fn slice_ports(slice: &Value) -> Value {

@@ -114,10 +114,19 @@ impl ResourceType {
         self.crd.is_some()
     }
 
-    /// Fields a field selector may name for this kind.
+    /// Fields a field selector may name for this kind, in this view (the field label
+    /// conversions of `pkg/apis/core/v1/conversion.go`, `pkg/apis/events/v1`, and
+    /// apiextensions-apiserver's `crConverter` for custom resources).
     pub fn field_selectors(&self) -> &'static [&'static str] {
+        if self.is_custom() {
+            return if self.namespaced {
+                &["metadata.name", "metadata.namespace"]
+            } else {
+                &["metadata.name"]
+            };
+        }
         match (self.group.as_str(), self.kind.as_str()) {
-            ("" | "events.k8s.io", "Event") => &[
+            ("", "Event") => &[
                 "metadata.name",
                 "metadata.namespace",
                 "involvedObject.kind",
@@ -127,6 +136,14 @@ impl ResourceType {
                 "involvedObject.apiVersion",
                 "involvedObject.resourceVersion",
                 "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+            ],
+            ("events.k8s.io", "Event") => &[
+                "metadata.name",
+                "metadata.namespace",
                 "regarding.kind",
                 "regarding.namespace",
                 "regarding.name",
@@ -135,10 +152,14 @@ impl ResourceType {
                 "regarding.resourceVersion",
                 "regarding.fieldPath",
                 "reason",
-                "reportingComponent",
                 "reportingController",
-                "source",
                 "type",
+            ],
+            ("", "Service") => &[
+                "metadata.name",
+                "metadata.namespace",
+                "spec.clusterIP",
+                "spec.type",
             ],
             ("", "Pod") => &[
                 "metadata.name",
@@ -156,6 +177,20 @@ impl ResourceType {
             ("", "Namespace") => &["metadata.name", "status.phase"],
             ("", "Node") => &["metadata.name", "spec.unschedulable"],
             _ => &["metadata.name", "metadata.namespace"],
+        }
+    }
+
+    /// How a refused field selector is worded for this kind.
+    pub fn field_refusal(&self) -> crate::selector::Refusal {
+        let own = matches!(
+            (self.group.as_str(), self.kind.as_str()),
+            ("" | "events.k8s.io", "Event")
+                | ("", "Pod" | "Node" | "Namespace" | "Secret" | "Service")
+        );
+        if own || self.is_custom() {
+            crate::selector::Refusal::NotSupported
+        } else {
+            crate::selector::Refusal::NotKnown
         }
     }
 }

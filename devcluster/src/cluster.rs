@@ -42,6 +42,9 @@ pub struct Settings {
     /// Shortest lifetime a TokenRequest may ask for (600 s on a real cluster; tests of token
     /// expiry set less).
     pub min_token_seconds: i64,
+    /// How far past `exp` (and before `nbf`) a token is still accepted: go-jose's
+    /// `jwt.DefaultLeeway`, a minute, as on a cluster. Tests of expiry set less.
+    pub token_leeway: Duration,
     pub authorization: Authorization,
 }
 
@@ -56,6 +59,7 @@ impl Default for Settings {
             signing_key: key,
             issuer: "https://kubernetes.default.svc.cluster.local".into(),
             min_token_seconds: crate::tokens::MIN_EXPIRATION_SECONDS,
+            token_leeway: Duration::from_secs(60),
             authorization: Authorization::Rbac,
         }
     }

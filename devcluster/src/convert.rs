@@ -76,6 +76,22 @@ pub fn to_storage(t: &ResourceType, viewed: Value) -> Value {
     stored
 }
 
+/// An Event in its core `v1` form, whichever of the two APIs `event` is shown through.
+pub fn event_as_core(event: &Value) -> std::borrow::Cow<'_, Value> {
+    let newer = event
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.starts_with("events.k8s.io/"));
+    if !newer {
+        return std::borrow::Cow::Borrowed(event);
+    }
+    let mut core = event.clone();
+    if let Some(obj) = core.as_object_mut() {
+        rename(obj, EVENT_FIELDS.iter().map(|(core, new)| (*new, *core)));
+    }
+    std::borrow::Cow::Owned(core)
+}
+
 /// A field selector term as the stored form names it.
 pub fn stored_field(t: &ResourceType, field: &str) -> String {
     if t.kind == "Event" {

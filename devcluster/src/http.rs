@@ -44,9 +44,14 @@ pub fn json_response(code: u16, value: &Value) -> Response<Body> {
     response
 }
 
+/// An error answer; a status whose details name `retryAfterSeconds` also says so in
+/// `Retry-After`, as the API server's `ErrorNegotiated` writes it.
 pub fn error_response(e: &ApiError) -> Response<Body> {
-    let mut response = json_response(e.code, &e.to_status());
-    if let Some(after) = e.retry_after
+    let status = e.to_status();
+    let mut response = json_response(e.code, &status);
+    if let Some(after) = status["details"]["retryAfterSeconds"]
+        .as_u64()
+        .filter(|s| *s > 0)
         && let Ok(v) = HeaderValue::from_str(&after.to_string())
     {
         response.headers_mut().insert(header::RETRY_AFTER, v);

@@ -24,6 +24,7 @@ mod control;
 mod convert;
 mod crd;
 mod discovery;
+mod event_printer;
 pub mod faults;
 pub mod fieldmgr;
 mod fields;

@@ -37,6 +37,9 @@ struct Cli {
     /// Shortest TokenRequest lifetime in seconds (600 on a real cluster).
     #[arg(long, default_value_t = 600)]
     min_token_seconds: i64,
+    /// Seconds a token is still accepted past its expiry (go-jose's leeway: 60 on a cluster).
+    #[arg(long, default_value_t = 60)]
+    token_leeway: u64,
     /// Append every request to this JSON-lines file.
     #[arg(long)]
     request_log: Option<PathBuf>,
@@ -59,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
     settings.history = cli.history;
     settings.bookmark_interval = Duration::from_secs_f64(cli.bookmark_interval.max(0.05));
     settings.min_token_seconds = cli.min_token_seconds.max(1);
+    settings.token_leeway = Duration::from_secs(cli.token_leeway);
     settings.authorization = match cli.authorization.as_str() {
         "rbac" => Authorization::Rbac,
         "always-allow" => Authorization::AlwaysAllow,

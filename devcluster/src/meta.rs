@@ -101,6 +101,25 @@ pub fn is_deleting(object: &Value) -> bool {
         .is_some_and(|v| !v.is_null())
 }
 
+/// Mark `object` as being deleted, as the registry's `markAsDeleting` does for an object that
+/// finalizers hold: `deletionTimestamp` now (kept if already set), a zero grace period, and
+/// `generation` bumped the first time (controllers that watch generations see the deletion).
+pub fn mark_deleting(object: &mut Value) {
+    let first = !is_deleting(object);
+    let Some(meta) = metadata_mut(object) else {
+        return;
+    };
+    if first {
+        if let Some(generation) = meta.get("generation").and_then(Value::as_i64)
+            && generation > 0
+        {
+            meta.insert("generation".into(), json!(generation + 1));
+        }
+        meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+    }
+    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+}
+
 /// Which naming rule a kind's names follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NameRule {

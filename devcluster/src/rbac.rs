@@ -63,13 +63,13 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
         format!("{}/{}", a.resource, a.subresource)
     };
     let resources = strings(&rule["resources"]);
+    // `ResourceMatches`: `*`, the exact `resource[/subresource]`, or `*/subresource`; a
+    // `resource/*` rule matches nothing but itself.
     let resource_ok = resources.iter().any(|r| {
         *r == "*"
             || *r == combined
-            || (a.subresource.is_empty() && *r == a.resource)
-            || r.strip_prefix("*/").is_some_and(|sub| sub == a.subresource)
-            || r.strip_suffix("/*")
-                .is_some_and(|res| res == a.resource && !a.subresource.is_empty())
+            || (!a.subresource.is_empty()
+                && r.strip_prefix("*/").is_some_and(|sub| sub == a.subresource))
     });
     if !resource_ok {
         return false;
@@ -95,52 +95,117 @@ fn role_rules(db: &Db, role_ref: &Value, namespace: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-fn bootstrap_allows(user: &User, a: &Attributes) -> bool {
-    let authenticated = user.groups.iter().any(|g| g == "system:authenticated");
-    let discovery = [
-        "/api", "/apis", "/version", "/openapi", "/healthz", "/livez", "/readyz",
-    ];
-    authenticated
-        && ((!a.path.is_empty()
-            && a.verb == "get"
-            && discovery.iter().any(|p| a.path.starts_with(p)))
-            || (a.group == "authorization.k8s.io"
-                && matches!(
-                    a.resource.as_str(),
-                    "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
-                )
-                && a.verb == "create"))
+/// The grants every cluster bootstraps for authenticated users, as the RBAC reason names
+/// their bindings (all are ClusterRoleBindings to Group `system:authenticated`).
+fn bootstrap_allows(user: &User, a: &Attributes) -> Option<&'static str> {
+    if !user.groups.iter().any(|g| g == "system:authenticated") {
+        return None;
+    }
+    let public = ["/version", "/healthz", "/livez", "/readyz"];
+    let discovery = ["/api", "/apis", "/openapi"];
+    if !a.path.is_empty() && a.verb == "get" {
+        if public
+            .iter()
+            .any(|p| a.path == *p || a.path.starts_with(&format!("{p}/")))
+        {
+            return Some("system:public-info-viewer");
+        }
+        if discovery
+            .iter()
+            .any(|p| a.path == *p || a.path.starts_with(&format!("{p}/")))
+        {
+            return Some("system:discovery");
+        }
+    }
+    let self_review = a.verb == "create"
+        && ((a.group == "authorization.k8s.io"
+            && matches!(
+                a.resource.as_str(),
+                "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
+            ))
+            || (a.group == "authentication.k8s.io" && a.resource == "selfsubjectreviews"));
+    self_review.then_some("system:basic-user")
+}
+
+/// `describeSubject`: `ServiceAccount "name/namespace"`, `User "name"`, `Group "name"`.
+fn describe_subject(subject: &Value, binding_namespace: &str) -> String {
+    let kind = subject["kind"].as_str().unwrap_or("");
+    let name = subject["name"].as_str().unwrap_or("");
+    if kind == "ServiceAccount" {
+        let ns = subject["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(binding_namespace);
+        format!("{kind} \"{name}/{ns}\"")
+    } else {
+        format!("{kind} \"{name}\"")
+    }
 }
 
 /// Whether `user` may do `a`.
 pub fn allowed(db: &Db, user: &User, a: &Attributes) -> bool {
-    if user.groups.iter().any(|g| g == "system:masters") || bootstrap_allows(user, a) {
-        return true;
+    decide(db, user, a).is_some()
+}
+
+/// `Some(reason)` when `user` may do `a`, with the reason the RBAC authorizer gives
+/// (`RBAC: allowed by RoleBinding "b/ns" of Role "r" to ServiceAccount "sa/ns"`); members of
+/// `system:masters` are allowed before RBAC, with no reason.
+pub fn decide(db: &Db, user: &User, a: &Attributes) -> Option<String> {
+    if user.groups.iter().any(|g| g == "system:masters") {
+        return Some(String::new());
+    }
+    if let Some(binding) = bootstrap_allows(user, a) {
+        return Some(format!(
+            "RBAC: allowed by ClusterRoleBinding \"{binding}\" of ClusterRole \"{binding}\" to Group \"system:authenticated\""
+        ));
     }
     let bindings =
         |storage: &str, ns: Option<&str>| db.store.list(storage, ns, None).unwrap_or_default();
     for binding in bindings("clusterrolebindings.rbac.authorization.k8s.io", None) {
-        if strings_subjects(&binding)
+        let Some(subject) = strings_subjects(&binding)
+            .into_iter()
+            .find(|s| subject_matches(s, user))
+        else {
+            continue;
+        };
+        if role_rules(db, &binding["roleRef"], "")
             .iter()
-            .any(|s| subject_matches(s, user))
-            && role_rules(db, &binding["roleRef"], "")
-                .iter()
-                .any(|r| rule_allows(r, a))
+            .any(|r| rule_allows(r, a))
         {
-            return true;
+            return Some(format!(
+                "RBAC: allowed by ClusterRoleBinding \"{}\" of {} \"{}\" to {}",
+                binding["metadata"]["name"].as_str().unwrap_or(""),
+                binding["roleRef"]["kind"].as_str().unwrap_or(""),
+                binding["roleRef"]["name"].as_str().unwrap_or(""),
+                describe_subject(&subject, "")
+            ));
         }
     }
     if a.namespace.is_empty() {
-        return false;
+        return None;
     }
-    bindings("rolebindings.rbac.authorization.k8s.io", Some(&a.namespace))
-        .iter()
-        .any(|b| {
-            strings_subjects(b).iter().any(|s| subject_matches(s, user))
-                && role_rules(db, &b["roleRef"], &a.namespace)
-                    .iter()
-                    .any(|r| rule_allows(r, a))
-        })
+    for binding in bindings("rolebindings.rbac.authorization.k8s.io", Some(&a.namespace)) {
+        let Some(subject) = strings_subjects(&binding)
+            .into_iter()
+            .find(|s| subject_matches(s, user))
+        else {
+            continue;
+        };
+        if role_rules(db, &binding["roleRef"], &a.namespace)
+            .iter()
+            .any(|r| rule_allows(r, a))
+        {
+            return Some(format!(
+                "RBAC: allowed by RoleBinding \"{}/{}\" of {} \"{}\" to {}",
+                binding["metadata"]["name"].as_str().unwrap_or(""),
+                a.namespace,
+                binding["roleRef"]["kind"].as_str().unwrap_or(""),
+                binding["roleRef"]["name"].as_str().unwrap_or(""),
+                describe_subject(&subject, &a.namespace)
+            ));
+        }
+    }
+    None
 }
 
 fn strings_subjects(binding: &Value) -> Vec<Value> {
@@ -170,11 +235,18 @@ pub fn forbidden(user: &User, a: &Attributes) -> ApiError {
     } else {
         format!("in the namespace \"{}\"", a.namespace)
     };
+    // `StatusDetails` fields are `omitempty`.
+    let mut details = json!({"kind": a.resource});
+    for (key, value) in [("name", &a.name), ("group", &a.group)] {
+        if !value.is_empty() {
+            details[key] = json!(value);
+        }
+    }
     ApiError::forbidden(format!(
         "{what} is forbidden: User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
         user.username, a.verb, a.group
     ))
-    .with_details(json!({"name": a.name, "group": a.group, "kind": a.resource}))
+    .with_details(details)
 }
 
 /// Answer a SubjectAccessReview or SelfSubjectAccessReview.
@@ -223,15 +295,15 @@ pub fn review(db: &Db, t: &ResourceType, body: &Value, requester: &User) -> ApiR
             json!([{"reason": "FieldValueInvalid", "field": "spec.resourceAttributes"}]),
         ));
     };
-    let ok = allowed(db, &user, &a);
+    let decision = decide(db, &user, &a);
     let mut answer = body.clone();
     answer["apiVersion"] = json!(t.api_version());
     answer["kind"] = json!(t.kind);
     answer["metadata"] = json!({"creationTimestamp": null});
-    answer["status"] = if ok {
-        json!({"allowed": true, "reason": "RBAC: allowed by the stored roles"})
-    } else {
-        json!({"allowed": false})
+    answer["status"] = match decision {
+        Some(reason) if !reason.is_empty() => json!({"allowed": true, "reason": reason}),
+        Some(_) => json!({"allowed": true}),
+        None => json!({"allowed": false}),
     };
     Ok(answer)
 }

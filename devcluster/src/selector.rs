@@ -1,7 +1,9 @@
 //! Label and field selectors, parsed from their query-string syntax and matched against an
 //! object the way the API server does: labels with `=`, `==`, `!=`, `in`, `notin`, existence
 //! and `!`; fields with `=`, `==`, `!=` on the fields each kind supports (anything else is
-//! refused with the server's `field label not supported` message).
+//! refused with the kind's message: `field label not supported: X` where the kind registers
+//! its own field labels or is a custom resource, apimachinery's
+//! `DefaultMetaV1FieldSelectorConversion` wording elsewhere).
 
 use serde_json::Value;
 
@@ -24,6 +26,17 @@ pub struct LabelSelector(Vec<LabelRequirement>);
 /// A parsed `fieldSelector`: (field, wanted, equal?) terms, all of which must hold.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FieldSelector(Vec<(String, String, bool)>);
+
+/// How a kind refuses a field it cannot select on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The kind's own conversion (Pods, Events, Secrets, custom resources...):
+    /// `field label not supported: spec.x`.
+    NotSupported,
+    /// `DefaultMetaV1FieldSelectorConversion`:
+    /// `"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"`.
+    NotKnown,
+}
 
 /// Split on commas that are not inside parentheses.
 fn split_terms(s: &str) -> Vec<&str> {
@@ -131,7 +144,12 @@ impl LabelSelector {
 
 impl FieldSelector {
     /// Parse against the fields `kind` supports (`supported` as JSON pointers by field name).
-    pub fn parse(selector: &str, kind: &str, supported: &[&str]) -> Result<Self, ApiError> {
+    pub fn parse(
+        selector: &str,
+        kind: &str,
+        supported: &[&str],
+        refusal: Refusal,
+    ) -> Result<Self, ApiError> {
         let mut terms = Vec::new();
         for term in split_terms(selector) {
             let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
@@ -147,9 +165,14 @@ impl FieldSelector {
             };
             let field = field.trim();
             if !supported.contains(&field) {
+                let message = match refusal {
+                    Refusal::NotSupported => format!("field label not supported: {field}"),
+                    Refusal::NotKnown => format!(
+                        "\"{field}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    ),
+                };
                 return Err(
-                    ApiError::bad_request(format!("field label not supported: {field}"))
-                        .with_details(serde_json::json!({"kind": kind})),
+                    ApiError::bad_request(message).with_details(serde_json::json!({"kind": kind}))
                 );
             }
             terms.push((field.to_string(), value.trim().to_string(), equal));
@@ -159,6 +182,16 @@ impl FieldSelector {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The same selector with each field renamed (a view's field names to the stored form's).
+    pub fn rename(self, f: impl Fn(&str) -> String) -> Self {
+        Self(
+            self.0
+                .into_iter()
+                .map(|(field, v, eq)| (f(&field), v, eq))
+                .collect(),
+        )
     }
 
     pub fn matches(&self, object: &Value) -> bool {
@@ -231,10 +264,18 @@ mod tests {
             ("spec.nodeName=", false),
             ("status.phase!=Pending", true),
         ] {
-            let parsed = FieldSelector::parse(selector, "Pod", &fields).unwrap();
+            let parsed =
+                FieldSelector::parse(selector, "Pod", &fields, Refusal::NotSupported).unwrap();
             assert_eq!(parsed.matches(&obj), expected, "{selector}");
         }
-        let e = FieldSelector::parse("spec.replicas=1", "Pod", &fields).unwrap_err();
+        let e = FieldSelector::parse("spec.replicas=1", "Pod", &fields, Refusal::NotSupported)
+            .unwrap_err();
         assert_eq!(e.message, "field label not supported: spec.replicas");
+        let e =
+            FieldSelector::parse("spec.x=1", "ConfigMap", &fields, Refusal::NotKnown).unwrap_err();
+        assert_eq!(
+            e.message,
+            r#""spec.x" is not a known field selector: only "metadata.name", "metadata.namespace""#
+        );
     }
 }

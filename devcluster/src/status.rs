@@ -13,6 +13,8 @@ pub struct ApiError {
     pub details: Option<Box<Value>>,
     /// Seconds a client should wait before retrying (`Retry-After`).
     pub retry_after: Option<u64>,
+    /// The `Status`'s list metadata (the inconsistent `continue` token of an expired page).
+    pub list_meta: Option<Box<Value>>,
 }
 
 /// Every handler answers with a value or an [`ApiError`].
@@ -35,6 +37,26 @@ fn details(group: &str, kind: &str, name: &str) -> Value {
     d
 }
 
+/// Where kube-apiserver keeps an object in etcd: `/registry/configmaps/ns/name`,
+/// `/registry/rollcall.dev/backendpools/ns/name` (messages that quote storage errors show it).
+fn etcd_key(t: &crate::catalog::ResourceType, key: &crate::store::Key) -> String {
+    let prefix = if t.is_custom() {
+        format!("{}/{}", t.group, t.resource)
+    } else {
+        match t.resource.as_str() {
+            "services" => "services/specs".into(),
+            "endpoints" => "services/endpoints".into(),
+            "nodes" => "minions".into(),
+            other => other.to_string(),
+        }
+    };
+    if key.namespace.is_empty() {
+        format!("/registry/{prefix}/{}", key.name)
+    } else {
+        format!("/registry/{prefix}/{}/{}", key.namespace, key.name)
+    }
+}
+
 // === impl ApiError ===
 
 impl ApiError {
@@ -45,6 +67,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            list_meta: None,
         }
     }
 
@@ -52,6 +75,11 @@ impl ApiError {
     pub fn with_code(mut self, code: u16, reason: &'static str) -> Self {
         self.code = code;
         self.reason = reason;
+        self
+    }
+
+    pub fn with_list_meta(mut self, meta: Value) -> Self {
+        self.list_meta = Some(Box::new(meta));
         self
     }
 
@@ -108,6 +136,23 @@ impl ApiError {
         Self::new(409, "Conflict", message).with_details(details)
     }
 
+    /// A failed uid or resourceVersion precondition, as etcd3's `checkPreconditions` reports it
+    /// and `InterpretUpdateError`/`InterpretDeleteError` turn it into a conflict.
+    pub fn precondition_failed(
+        t: &crate::catalog::ResourceType,
+        key: &crate::store::Key,
+        detail: String,
+    ) -> Self {
+        let message = format!(
+            "Operation cannot be fulfilled on {} \"{}\": StorageError: invalid object, Code: 4, \
+             Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: {detail}",
+            t.qualified(),
+            key.name,
+            etcd_key(t, key)
+        );
+        Self::new(409, "Conflict", message).with_details(details(&t.group, &t.resource, &key.name))
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
@@ -130,13 +175,14 @@ impl ApiError {
         )
     }
 
-    pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
+    /// `negotiation.NewUnsupportedMediaTypeError`: the accepted types, not the one sent.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
             format!(
                 "the body of the request was in an unknown format - accepted media types \
-                 include: {} (got {content_type})",
+                 include: {}",
                 accepted.join(", ")
             ),
         )
@@ -194,6 +240,9 @@ impl ApiError {
         });
         if let Some(details) = &self.details {
             status["details"] = (**details).clone();
+        }
+        if let Some(meta) = &self.list_meta {
+            status["metadata"] = (**meta).clone();
         }
         if let Some(after) = self.retry_after {
             status["details"]["retryAfterSeconds"] = json!(after);

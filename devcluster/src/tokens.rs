@@ -68,20 +68,7 @@ pub fn request(
     let expiration = spec["expirationSeconds"]
         .as_i64()
         .unwrap_or(DEFAULT_EXPIRATION_SECONDS);
-    let min = cluster.settings.min_token_seconds;
-    if expiration < min {
-        let message = format!(
-            "TokenRequest.authentication.k8s.io \"{name}\" is invalid: spec.expirationSeconds: \
-             Invalid value: {expiration}: may not specify a duration less than {min} seconds"
-        );
-        return Err(ApiError::invalid(
-            "TokenRequest",
-            "authentication.k8s.io",
-            name,
-            message,
-            json!([{"reason": "FieldValueInvalid", "field": "spec.expirationSeconds"}]),
-        ));
-    }
+    check_expiration(name, expiration, cluster.settings.min_token_seconds)?;
     let audiences: Vec<String> = match spec["audiences"].as_array() {
         Some(a) if !a.is_empty() => a
             .iter()
@@ -95,36 +82,10 @@ pub fn request(
         "serviceaccount": {"name": name, "uid": uid_of(&sa)},
     });
     let bound = &spec["boundObjectRef"];
-    if let Some(kind) = bound["kind"].as_str() {
-        let pod_name = bound["name"].as_str().unwrap_or("");
-        if kind != "Pod" && kind != "Secret" && kind != "Node" {
-            return Err(ApiError::bad_request(format!(
-                "cannot bind token for object of kind {kind}: must be one of Pod, Secret, Node"
-            )));
-        }
-        let storage = match kind {
-            "Pod" => "pods",
-            "Secret" => "secrets",
-            _ => "nodes",
-        };
-        let ns = if kind == "Node" { "" } else { namespace };
-        let target = object(db, storage, ns, pod_name)
-            .ok_or_else(|| ApiError::not_found("", storage, pod_name))?;
-        let uid = uid_of(&target);
-        if let Some(wanted) = bound["uid"].as_str().filter(|u| !u.is_empty())
-            && wanted != uid
-        {
-            return Err(ApiError::conflict_with(
-                format!(
-                    "the UID in the bound object reference ({wanted}) does not match the UID in record. The object might have been deleted and then recreated"
-                ),
-                json!({"name": pod_name, "kind": storage}),
-            ));
-        }
-        kubernetes[kind.to_lowercase()] = json!({"name": pod_name, "uid": uid});
-        if kind == "Pod"
-            && let Some(node) = target["spec"]["nodeName"].as_str()
-        {
+    if bound.is_object() {
+        let (kind, target_name, uid, node) = bound_object(db, namespace, name, bound)?;
+        kubernetes[kind.to_lowercase()] = json!({"name": target_name, "uid": uid});
+        if let Some(node) = node {
             kubernetes["node"] = json!({"name": node});
         }
     }
@@ -157,6 +118,94 @@ pub fn request(
     }))
 }
 
+/// `ValidateTokenRequest`'s bounds on the lifetime (the lower one is a setting here; a cluster
+/// has ten minutes).
+fn check_expiration(name: &str, expiration: i64, min: i64) -> ApiResult<()> {
+    let detail = if expiration < min {
+        if min == MIN_EXPIRATION_SECONDS {
+            "may not specify a duration less than 10 minutes".to_string()
+        } else {
+            format!("may not specify a duration less than {min} seconds")
+        }
+    } else if expiration > 1 << 32 {
+        "may not specify a duration larger than 2^32 seconds".to_string()
+    } else {
+        return Ok(());
+    };
+    let error = crate::admission::FieldError {
+        kind: crate::admission::ErrorKind::Invalid,
+        field: "spec.expirationSeconds".into(),
+        value: Some(json!(expiration)),
+        detail,
+    };
+    let status = crate::admission::invalid_status(
+        "TokenRequest",
+        "authentication.k8s.io",
+        name,
+        std::slice::from_ref(&error),
+    );
+    Err(ApiError::invalid(
+        "TokenRequest",
+        "authentication.k8s.io",
+        name,
+        status["message"].as_str().unwrap_or("").to_string(),
+        status["details"]["causes"].clone(),
+    ))
+}
+
+/// The object a token is bound to, checked as the TokenRequest REST handler does: a Pod (run
+/// by this ServiceAccount), a Secret or a Node, existing, with the uid the reference names.
+/// Returns its kind, name, uid and (for a Pod) its node.
+fn bound_object(
+    db: &Db,
+    namespace: &str,
+    service_account: &str,
+    bound: &Value,
+) -> ApiResult<(String, String, String, Option<String>)> {
+    let api_version = bound["apiVersion"].as_str().unwrap_or("");
+    let kind = bound["kind"].as_str().unwrap_or("");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let target_name = bound["name"].as_str().unwrap_or("");
+    let (storage, ns) = match (group, kind) {
+        ("", "Pod") => ("pods", namespace),
+        ("", "Secret") => ("secrets", namespace),
+        ("", "Node") => ("nodes", ""),
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "cannot bind token to object of type {group}/{version}, Kind={kind}"
+            )));
+        }
+    };
+    let target = object(db, storage, ns, target_name)
+        .ok_or_else(|| ApiError::not_found("", storage, target_name))?;
+    if kind == "Pod"
+        && target["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap_or("default")
+            != service_account
+    {
+        return Err(ApiError::bad_request(format!(
+            "cannot bind token for serviceaccount \"{service_account}\" to pod running with different serviceaccount name."
+        )));
+    }
+    let uid = uid_of(&target);
+    if let Some(wanted) = bound["uid"].as_str().filter(|u| !u.is_empty())
+        && wanted != uid
+    {
+        // `errors.NewConflict` of the kind (not the resource), as upstream builds it.
+        return Err(ApiError::conflict_with(
+            format!(
+                "Operation cannot be fulfilled on {kind} \"{target_name}\": the UID in the bound object reference ({wanted}) does not match the UID in record. The object might have been deleted and then recreated"
+            ),
+            json!({"name": target_name, "kind": kind}),
+        ));
+    }
+    let node = (kind == "Pod")
+        .then(|| target["spec"]["nodeName"].as_str().map(String::from))
+        .flatten();
+    Ok((kind.to_string(), target_name.to_string(), uid, node))
+}
+
 /// Check a token for `audiences` (empty: the API server's own). `Ok` carries the user and the
 /// audiences the token is good for; `Err` the reason it is not.
 pub fn verify(
@@ -181,10 +230,12 @@ pub fn verify(
         .and_then(|raw| serde_json::from_slice(&raw).ok())
         .ok_or_else(|| INVALID.to_string())?;
     let now = now_unix();
-    if claims["exp"].as_i64().is_none_or(|exp| exp < now) {
+    // go-jose checks times with a leeway (`jwt.DefaultLeeway`, a minute on a cluster).
+    let leeway = cluster.settings.token_leeway.as_secs() as i64;
+    if claims["exp"].as_i64().is_none_or(|exp| now - leeway > exp) {
         return Err(format!("[{INVALID}, service account token has expired]"));
     }
-    if claims["nbf"].as_i64().is_some_and(|nbf| nbf > now + 60) {
+    if claims["nbf"].as_i64().is_some_and(|nbf| nbf > now + leeway) {
         return Err(format!(
             "[{INVALID}, service account token is not valid yet]"
         ));
@@ -225,15 +276,27 @@ pub fn verify(
             k["serviceaccount"]["uid"].as_str().unwrap_or("")
         ));
     }
+    if let Some(secret) = k.get("secret").filter(|s| s.is_object()) {
+        let secret_name = secret["name"].as_str().unwrap_or("");
+        let live = object(db, "secrets", namespace, secret_name)
+            .ok_or_else(|| format!("[{INVALID}, service account token has been invalidated]"))?;
+        let secret_uid = secret["uid"].as_str().unwrap_or("");
+        if uid_of(&live) != secret_uid {
+            return Err(format!(
+                "[{INVALID}, secret UID ({}) does not match service account secret ref claim ({secret_uid})]",
+                uid_of(&live)
+            ));
+        }
+    }
     let mut extra = BTreeMap::new();
     if let Some(pod) = k.get("pod").filter(|p| p.is_object()) {
         let pod_name = pod["name"].as_str().unwrap_or("");
         let live = object(db, "pods", namespace, pod_name)
-            .ok_or_else(|| format!("[{INVALID}, pods \"{pod_name}\" not found]"))?;
+            .ok_or_else(|| format!("[{INVALID}, service account token has been invalidated]"))?;
         let pod_uid = pod["uid"].as_str().unwrap_or("");
         if uid_of(&live) != pod_uid {
             return Err(format!(
-                "[{INVALID}, pod UID ({}) does not match claim ({pod_uid})]",
+                "[{INVALID}, pod UID ({}) does not match service account pod ref claim ({pod_uid})]",
                 uid_of(&live)
             ));
         }

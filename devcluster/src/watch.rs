@@ -1,7 +1,8 @@
 //! Watches with the API server's semantics: from a resourceVersion (every change after it, or
 //! an `ERROR` event with `410 Expired` once it is compacted), from now with a synthetic `ADDED`
-//! per existing object (unset or `0`), `sendInitialEvents` with the `initial-events-end`
-//! bookmark, periodic bookmarks when allowed, `timeoutSeconds`, and selectors applied to both
+//! per existing object (unset or `0`), `sendInitialEvents` (options checked by
+//! [`ListOptions`]) with the `initial-events-end` bookmark when bookmarks are allowed,
+//! periodic bookmarks when allowed, `timeoutSeconds`, and selectors applied to both
 //! sides of a change (an object that stops matching is `DELETED` for the watcher). Events are
 //! JSON lines on a chunked response, rendered as the client asked (objects or Tables).
 
@@ -17,6 +18,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::catalog::ResourceType;
 use crate::convert::to_view;
+use crate::handlers::options::ListOptions;
 use crate::handlers::read::Selection;
 use crate::handlers::{Call, Rendering};
 use crate::http::Body;
@@ -102,23 +104,11 @@ enum Start {
 }
 
 pub fn watch(call: &Call, t: &Arc<ResourceType>) -> ApiResult<Response<Body>> {
-    let mut selection = Selection::from_call(call, t)?;
-    if let Some(name) = call.path.name.as_deref() {
-        let pinned = format!("metadata.name={name}");
-        selection.fields =
-            crate::selector::FieldSelector::parse(&pinned, &t.kind, t.field_selectors())?;
-    }
-    let rv = call
-        .query
-        .get("resourceVersion")
-        .filter(|v| !v.is_empty() && *v != "0");
-    let send_initial = call.query.flag("sendInitialEvents");
-    let bookmarks = call.query.flag("allowWatchBookmarks");
-    if send_initial && !bookmarks {
-        return Err(ApiError::invalid(&t.kind, &t.group, "",
-            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true".into(),
-            json!([{"reason": "FieldValueForbidden", "field": "sendInitialEvents"}])));
-    }
+    let selection = Selection::from_call(call, t)?;
+    let options = ListOptions::parse(&call.query, true)?;
+    let rv = Some(options.resource_version.as_str()).filter(|v| !v.is_empty() && *v != "0");
+    let send_initial = options.send_initial_events == Some(true);
+    let bookmarks = options.allow_bookmarks;
     let timeout = call
         .query
         .number("timeoutSeconds")?
@@ -147,6 +137,8 @@ pub fn watch(call: &Call, t: &Arc<ResourceType>) -> ApiResult<Response<Body>> {
                     e.requested, e.oldest
                 )),
             },
+            // `sendInitialEvents=false` from "now" or "any": only what happens from here on.
+            None if options.send_initial_events == Some(false) => Start::Changes(Vec::new()),
             _ => Start::Objects(
                 db.store
                     .list(&t.storage, namespace.as_deref(), None)
@@ -196,11 +188,13 @@ pub fn watch(call: &Call, t: &Arc<ResourceType>) -> ApiResult<Response<Body>> {
     Ok(response)
 }
 
-/// Tables for watch events, with the same options as the request.
+/// Tables for watch events, with the same options as the request; as upstream's
+/// `watchEmbeddedEncoder` does, only the first event carries the column definitions.
 struct TableRenderer {
     t: Arc<ResourceType>,
     include: crate::table::IncludeObject,
     no_headers: bool,
+    headers_sent: std::sync::atomic::AtomicBool,
 }
 
 impl TableRenderer {
@@ -209,12 +203,22 @@ impl TableRenderer {
             t: t.clone(),
             include: crate::table::IncludeObject::parse(call.query.get("includeObject")),
             no_headers: call.query.flag("noHeaders"),
+            headers_sent: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     fn render(&self, object: &Value) -> Value {
         let meta = json!({"resourceVersion": object["metadata"]["resourceVersion"]});
-        crate::table::table(&self.t, &[object], meta, self.include, self.no_headers)
+        let sent = self
+            .headers_sent
+            .swap(true, std::sync::atomic::Ordering::Relaxed);
+        crate::table::table(
+            &self.t,
+            &[object],
+            meta,
+            self.include,
+            self.no_headers || sent,
+        )
     }
 }
 
@@ -244,6 +248,7 @@ async fn run(
                 }
             }
             if send_initial
+                && bookmarks
                 && !watcher
                     .send("BOOKMARK", watcher.bookmark(start_rv, true))
                     .await

@@ -218,15 +218,14 @@ pub fn apply(
         other => other,
     };
     let (changed, mut managed) = outcome.map_err(conflict_error)?;
-    let mut object = match changed {
-        Some(object) => {
-            if let Some(entry) = managed.get_mut(&id) {
-                entry.time = Some(now.into());
-            }
-            object
-        }
-        None => live_object,
-    };
+    // Upstream's `managedFieldsUpdater` stamps the applier on every apply, changed or not; a
+    // write that differs only in such timestamps is then a no-op for the caller to detect
+    // (`IgnoreManagedFieldsTimestampsTransformer`), so an apply that only adds a manager
+    // (shared ownership of equal values) still records when it happened.
+    if let Some(entry) = managed.get_mut(&id) {
+        entry.time = Some(now.into());
+    }
+    let mut object = changed.unwrap_or(live_object);
     if manager == "kubectl"
         && !text(
             &object,
@@ -238,7 +237,25 @@ pub fn apply(
     }
     drop_nulls(&mut object, schema);
     managed.store(&mut object);
+    if let Some(live) = live
+        && without_times(live) == without_times(&object)
+    {
+        return Ok(live.clone());
+    }
     Ok(object)
+}
+
+/// An object with its managedFields timestamps blanked: upstream's
+/// `IgnoreManagedFieldsTimestampsTransformer` keeps the old timestamps of a write that changes
+/// nothing else.
+fn without_times(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(Value::Array(entries)) = copy.pointer_mut("/metadata/managedFields") {
+        for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+            entry.remove("time");
+        }
+    }
+    copy
 }
 
 fn schema_kind<'a>(schema: Schema<'a>) -> Option<&'a str> {

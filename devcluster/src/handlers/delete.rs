@@ -71,10 +71,7 @@ pub fn delete_object(
             return Ok(to_view(t, stored));
         }
         let mut marked = stored.clone();
-        if let Some(m) = meta::metadata_mut(&mut marked) {
-            m.insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
-            m.insert("deletionGracePeriodSeconds".into(), json!(0));
-        }
+        meta::mark_deleting(&mut marked);
         let change = call.cluster.commit(db, key.clone(), marked);
         return Ok(to_view(t, &change.object));
     }
@@ -106,10 +103,7 @@ fn terminate_namespace(
     }
     let mut terminating = stored.clone();
     if !meta::is_deleting(stored) {
-        if let Some(m) = meta::metadata_mut(&mut terminating) {
-            m.insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
-            m.insert("deletionGracePeriodSeconds".into(), json!(0));
-        }
+        meta::mark_deleting(&mut terminating);
         terminating["status"]["phase"] = json!("Terminating");
         terminating = (*call.cluster.commit(db, key.clone(), terminating).object).clone();
     }
@@ -133,20 +127,22 @@ pub fn delete(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response
     if let Some(want) = opts.uid.as_deref()
         && want != uid
     {
-        return Err(ApiError::conflict_with(
-            format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
-            json!({"name": name, "kind": t.resource}),
+        return Err(ApiError::precondition_failed(
+            t,
+            &key,
+            format!("UID in precondition: {want}, UID in object meta: {uid}"),
         ));
     }
     let rv = meta::resource_version(&stored).unwrap_or("").to_string();
     if let Some(want) = opts.resource_version.as_deref()
         && want != rv
     {
-        return Err(ApiError::conflict_with(
+        return Err(ApiError::precondition_failed(
+            t,
+            &key,
             format!(
-                "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rv}"
+                "ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rv}"
             ),
-            json!({"name": name, "kind": t.resource}),
         ));
     }
     let view = delete_object(call, t, &mut db, &key, &stored, opts.dry_run)?;
@@ -211,10 +207,7 @@ pub fn remove_stored(
     if !meta::finalizers(stored).is_empty() {
         if !meta::is_deleting(stored) {
             let mut marked = stored.clone();
-            if let Some(m) = meta::metadata_mut(&mut marked) {
-                m.insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
-                m.insert("deletionGracePeriodSeconds".into(), json!(0));
-            }
+            meta::mark_deleting(&mut marked);
             cluster.commit(db, key, to_storage(t, to_view(t, &marked)));
         }
         return Ok(());

@@ -22,19 +22,26 @@ fn namespace_key(name: &str) -> Key {
     }
 }
 
-/// Creating in a namespace needs the namespace, and one that is not terminating.
-pub fn check_namespace(db: &Db, namespace: &str) -> ApiResult<()> {
+/// Creating in a namespace needs the namespace, and one that is not terminating (the
+/// NamespaceLifecycle admission plugin; its refusal is `admission.NewForbidden` of the object).
+pub fn check_namespace(db: &Db, t: &ResourceType, name: &str, namespace: &str) -> ApiResult<()> {
     let ns = db
         .store
         .get(&namespace_key(namespace))
         .ok_or_else(|| ApiError::not_found("", "namespaces", namespace))?;
     if meta::is_deleting(&ns) {
-        return Err(ApiError::forbidden(format!(
-            "unable to create new content in namespace {namespace} because it is being terminated"
-        ))
-        .with_details(json!({"name": namespace, "kind": "namespaces",
+        let mut details = json!({"name": name, "kind": t.resource,
             "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
-                        "message": format!("namespace {namespace} is being terminated")}]})));
+                        "message": format!("namespace {namespace} is being terminated")}]});
+        if !t.group.is_empty() {
+            details["group"] = json!(t.group);
+        }
+        return Err(ApiError::forbidden(format!(
+            "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} \
+             because it is being terminated",
+            t.qualified()
+        ))
+        .with_details(details));
     }
     Ok(())
 }

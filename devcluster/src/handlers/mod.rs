@@ -20,8 +20,11 @@ use crate::tokens::User;
 
 mod delete;
 mod hooks;
+pub(crate) mod options;
 pub(crate) mod read;
+mod review;
 mod write;
+mod write_options;
 
 /// One resource request, parsed and authenticated.
 pub struct Call {
@@ -131,7 +134,7 @@ pub async fn handle(call: Call, method: &Method, body: Bytes) -> ApiResult<Respo
         ));
     }
     if t.behavior == Behavior::Review {
-        return write::review(&call, &t, &body);
+        return review::review(&call, &t, &body);
     }
     match call.path.subresource.as_deref() {
         None => {}
@@ -152,7 +155,7 @@ pub async fn handle(call: Call, method: &Method, body: Bytes) -> ApiResult<Respo
                     "serviceaccounts/token",
                 ));
             }
-            return write::token_request(&call, &body);
+            return review::token_request(&call, &body);
         }
         Some(_) => return Err(ApiError::path_not_found()),
     }

@@ -11,6 +11,7 @@ use base64::engine::general_purpose::STANDARD;
 use http::Response;
 use serde_json::{Value, json};
 
+use super::options::ListOptions;
 use super::{Call, Rendering, metadata_only};
 use crate::catalog::ResourceType;
 use crate::convert::{stored_field, to_view};
@@ -28,18 +29,20 @@ pub struct Selection {
 impl Selection {
     pub fn from_call(call: &Call, t: &ResourceType) -> ApiResult<Self> {
         let labels = LabelSelector::parse(call.query.get("labelSelector").unwrap_or(""))?;
-        let raw = call.query.get("fieldSelector").unwrap_or("");
-        // Field selectors name the fields of the view they were written against.
-        let translated: Vec<String> = raw
-            .split(',')
-            .filter(|s| !s.trim().is_empty())
-            .map(|term| {
-                let split = term.find(['=', '!']).unwrap_or(term.len());
-                let (field, rest) = term.split_at(split);
-                format!("{}{rest}", stored_field(t, field.trim()))
-            })
-            .collect();
-        let fields = FieldSelector::parse(&translated.join(","), &t.kind, t.field_selectors())?;
+        let mut raw = call.query.get("fieldSelector").unwrap_or("").to_string();
+        // A watch of one object (`.../pods/web?watch=1`) selects it by name as well.
+        if let Some(name) = call.path.name.as_deref() {
+            let pinned = format!("metadata.name={name}");
+            raw = if raw.trim().is_empty() {
+                pinned
+            } else {
+                format!("{raw},{pinned}")
+            };
+        }
+        // Field selectors name the fields of the view they were written against; they are
+        // checked there, then matched against the stored form.
+        let fields = FieldSelector::parse(&raw, &t.kind, t.field_selectors(), t.field_refusal())?
+            .rename(|field| stored_field(t, field));
         Ok(Self { labels, fields })
     }
 
@@ -64,31 +67,53 @@ pub fn get(call: &Call, t: &ResourceType) -> ApiResult<Response<Body>> {
     Ok(call.render_object(t, 200, &to_view(t, &stored)))
 }
 
-/// A `continue` token: the list's version and the last key served.
-fn encode_continue(rv: u64, start: &str) -> String {
+/// A `continue` token: the list's version (`-1`: "the newest", in the inconsistent token a
+/// 410 hands out) and the last key served.
+fn encode_continue(rv: i64, start: &str) -> String {
     STANDARD.encode(json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start}).to_string())
 }
 
-fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
+fn decode_continue(token: &str) -> ApiResult<(Option<u64>, String)> {
     let invalid = || ApiError::bad_request(format!("continue key is not valid: {token}"));
     let raw = STANDARD.decode(token).map_err(|_| invalid())?;
     let value: Value = serde_json::from_slice(&raw).map_err(|_| invalid())?;
-    let rv = value["rv"].as_u64().ok_or_else(invalid)?;
+    let rv = match value["rv"].as_i64().ok_or_else(invalid)? {
+        -1 => None,
+        rv => Some(u64::try_from(rv).map_err(|_| invalid())?),
+    };
     let start = value["start"].as_str().ok_or_else(invalid)?.to_string();
     Ok((rv, start))
 }
 
+/// Where an object sits in a list: etcd orders by key, `/registry/<resource>/<ns>/<name>`.
 fn sort_key(object: &Value) -> String {
     let ns = object["metadata"]["namespace"].as_str().unwrap_or("");
     let name = object["metadata"]["name"].as_str().unwrap_or("");
-    format!("{ns}/{name}")
+    if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    }
+}
+
+/// etcd3's `inconsistentContinue`, with the token that finishes the list at the newest state.
+fn continue_expired(start: &str) -> ApiError {
+    ApiError::expired(
+        "The provided continue parameter is too old to display a consistent list result. You can \
+         start a new list without the continue parameter, or use the continue token in this \
+         response to retrieve the remainder of the results. Continuing with the provided token \
+         results in an inconsistent list - objects that were created, modified, or deleted \
+         between the time the first chunk was returned and now may show up in the list.",
+    )
+    .with_list_meta(json!({"continue": encode_continue(-1, start)}))
 }
 
 pub fn list(call: &Call, t: &ResourceType) -> ApiResult<Response<Body>> {
     let selection = Selection::from_call(call, t)?;
     let limit = call.query.number("limit")?.filter(|l| *l > 0);
-    let requested_rv = call.query.get("resourceVersion").filter(|v| !v.is_empty());
-    let exact = call.query.get("resourceVersionMatch") == Some("Exact");
+    let options = ListOptions::parse(&call.query, false)?;
+    let requested_rv = Some(options.resource_version.as_str()).filter(|v| !v.is_empty());
+    let exact = options.exact();
     let namespace = t
         .namespaced
         .then(|| call.namespace())
@@ -98,7 +123,7 @@ pub fn list(call: &Call, t: &ResourceType) -> ApiResult<Response<Body>> {
     let (at, start) = match call.query.get("continue").filter(|c| !c.is_empty()) {
         Some(token) => {
             let (rv, start) = decode_continue(token)?;
-            (Some(rv), Some(start))
+            (rv, Some(start))
         }
         None => {
             let rv = requested_rv
@@ -120,21 +145,18 @@ pub fn list(call: &Call, t: &ResourceType) -> ApiResult<Response<Body>> {
             (rv.filter(|rv| exact && *rv > 0), None)
         }
     };
-    let objects = db.store.list(&t.storage, namespace, at).map_err(|e| {
-        if start.is_some() {
-            ApiError::expired(
-                "The provided continue parameter is too old to display a consistent list result. \
-                 You can start a new list without the continue parameter, or use the continue \
-                 token in this response to retrieve the remainder of the results.",
-            )
-        } else {
-            ApiError::expired(format!(
+    let mut objects = db
+        .store
+        .list(&t.storage, namespace, at)
+        .map_err(|e| match &start {
+            Some(start) => continue_expired(start),
+            None => ApiError::expired(format!(
                 "too old resource version: {} ({})",
                 e.requested, e.oldest
-            ))
-        }
-    })?;
+            )),
+        })?;
     drop(db);
+    objects.sort_by_cached_key(|o| sort_key(o));
     let list_rv = at.unwrap_or(current);
     let mut selected: Vec<Arc<Value>> = objects
         .into_iter()
@@ -148,7 +170,7 @@ pub fn list(call: &Call, t: &ResourceType) -> ApiResult<Response<Body>> {
         let remaining = selected.len() - limit as usize;
         selected.truncate(limit as usize);
         if let Some(last) = selected.last() {
-            meta["continue"] = json!(encode_continue(list_rv, &sort_key(last)));
+            meta["continue"] = json!(encode_continue(list_rv as i64, &sort_key(last)));
         }
         if selection.is_everything() {
             meta["remainingItemCount"] = json!(remaining);

@@ -1,68 +1,24 @@
 //! Writes: create, update (PUT), the three patch types and server-side apply, on the main
-//! resource or its `/status` (each sees only its own half of the object, as on a cluster),
-//! plus the two answered-not-stored requests (TokenRequest, reviews). Every write takes the same
-//! path: scope the change, keep the system's metadata, bump `generation` on spec changes only,
-//! run kind hooks and admission, record field ownership, skip no-ops (no new
-//! resourceVersion), finish a deletion whose last finalizer went, then commit.
+//! resource or its `/status` (each sees only its own half of the object, as on a cluster;
+//! the answered-not-stored requests are in `review`). Every write takes the same path: scope
+//! the change, keep the system's metadata, bump `generation` on spec changes only, run kind
+//! hooks and admission, record field ownership, skip no-ops (no new resourceVersion), finish
+//! a deletion whose last finalizer went, then commit.
 
 use bytes::Bytes;
 use http::{Response, header};
 use serde_json::{Value, json};
 
+use super::write_options::{self, Options};
 use super::{Call, hooks};
-use crate::admit::{FieldValidation, admit};
+use crate::admit::admit;
 use crate::catalog::ResourceType;
 use crate::cluster::Db;
 use crate::convert::{to_storage, to_view};
 use crate::fields::{self, PatchKind};
-use crate::http::{Body, add_warnings, json_response};
+use crate::http::{Body, add_warnings};
 use crate::meta;
 use crate::status::{ApiError, ApiResult};
-use crate::tokens;
-
-/// The field manager of a write that names none: the User-Agent up to its first `/`.
-pub fn default_manager(headers: &http::HeaderMap) -> String {
-    let agent = headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("unknown");
-    let manager = agent.split('/').next().unwrap_or(agent);
-    manager.chars().take(128).collect()
-}
-
-struct Options {
-    dry_run: bool,
-    validation: FieldValidation,
-    manager: String,
-}
-
-fn options(call: &Call) -> ApiResult<Options> {
-    let dry_run = match call.query.get("dryRun") {
-        None | Some("") => false,
-        Some("All") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "Invalid dry run value: {other}; supported values: All"
-            )));
-        }
-    };
-    let manager = call
-        .query
-        .get("fieldManager")
-        .filter(|m| !m.is_empty())
-        .map(String::from)
-        .unwrap_or_else(|| default_manager(&call.headers));
-    if manager.chars().count() > 128 || manager.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(
-            "fieldManager: Invalid value: must be at most 128 printable characters",
-        ));
-    }
-    Ok(Options {
-        dry_run,
-        validation: FieldValidation::parse(call.query.get("fieldValidation"))?,
-        manager,
-    })
-}
 
 fn content_type(call: &Call) -> &str {
     call.headers
@@ -72,7 +28,7 @@ fn content_type(call: &Call) -> &str {
 }
 
 /// A request body: JSON, or YAML (what apply sends, and what some clients post).
-fn parse_body(call: &Call, body: &[u8]) -> ApiResult<Value> {
+pub(super) fn parse_body(call: &Call, body: &[u8]) -> ApiResult<Value> {
     let ct = content_type(call).split(';').next().unwrap_or("").trim();
     let value: Value = if ct.contains("yaml") {
         let text = std::str::from_utf8(body)
@@ -86,10 +42,10 @@ fn parse_body(call: &Call, body: &[u8]) -> ApiResult<Value> {
             ))
         })?
     } else {
-        return Err(ApiError::unsupported_media_type(
-            ct,
-            &["application/json", "application/yaml"],
-        ));
+        return Err(ApiError::unsupported_media_type(&[
+            "application/json",
+            "application/yaml",
+        ]));
     };
     if !value.is_object() {
         return Err(ApiError::bad_request(
@@ -100,7 +56,7 @@ fn parse_body(call: &Call, body: &[u8]) -> ApiResult<Value> {
 }
 
 /// The body must be of the kind and version the path names (missing ones are filled in).
-fn check_kind(t: &ResourceType, object: &mut Value) -> ApiResult<()> {
+pub(super) fn check_kind(t: &ResourceType, object: &mut Value) -> ApiResult<()> {
     let want = t.api_version();
     match object.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => object["apiVersion"] = json!(want),
@@ -163,13 +119,18 @@ fn commit_create(
     let namespace = call.namespace().to_string();
     let meta = meta::metadata_mut(&mut object)
         .ok_or_else(|| ApiError::bad_request("the object is not a JSON object"))?;
-    if meta
+    let prefix = meta
+        .get("generateName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let generated = meta
         .get("name")
         .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        match meta.get("generateName").and_then(Value::as_str) {
-            Some(prefix) if !prefix.is_empty() => {
+        .is_none_or(str::is_empty);
+    if generated {
+        match prefix.as_str() {
+            prefix if !prefix.is_empty() => {
                 let name = format!("{prefix}{}", meta::name_suffix());
                 meta.insert("name".into(), json!(name));
             }
@@ -216,7 +177,13 @@ fn commit_create(
     meta.insert("creationTimestamp".into(), json!(meta::now_rfc3339()));
     let name = meta::name(&object).unwrap_or("").to_string();
     if t.namespaced {
-        hooks::check_namespace(db, &namespace)?;
+        // Admission names the object as the request did (a generateName prefix, if that).
+        let asked = if generated {
+            prefix.as_str()
+        } else {
+            name.as_str()
+        };
+        hooks::check_namespace(db, t, asked, &namespace)?;
     }
     let key = call.key(t, &name);
     if db.store.get(&key).is_some() {
@@ -279,9 +246,10 @@ fn commit_update(
         && !want.is_empty()
         && want != have
     {
-        return Err(ApiError::conflict_with(
-            format!("Precondition failed: UID in precondition: {want}, UID in object meta: {have}"),
-            json!({"name": name, "kind": t.resource}),
+        return Err(ApiError::precondition_failed(
+            t,
+            &call.key(t, &name),
+            format!("UID in precondition: {want}, UID in object meta: {have}"),
         ));
     }
     let old_view = to_view(t, old);
@@ -344,7 +312,7 @@ pub fn create(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response
         ));
     }
     let object = parse_body(call, body)?;
-    let opts = options(call)?;
+    let opts = write_options::parse(call, false)?;
     let mut db = call.cluster.lock();
     let (view, warnings) = commit_create(call, t, &mut db, object, &opts, false)?;
     Ok(respond(call, t, 201, &view, &warnings))
@@ -352,7 +320,7 @@ pub fn create(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response
 
 pub fn update(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response<Body>> {
     let object = parse_body(call, body)?;
-    let opts = options(call)?;
+    let opts = write_options::parse(call, false)?;
     let name = call.path.name.clone().unwrap_or_default();
     let mut db = call.cluster.lock();
     let Some(old) = db.store.get(&call.key(t, &name)) else {
@@ -365,21 +333,16 @@ pub fn update(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response
 pub fn patch(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response<Body>> {
     let ct = content_type(call).to_string();
     let kind = PatchKind::from_content_type(&ct)
-        .ok_or_else(|| ApiError::unsupported_media_type(&ct, PatchKind::ACCEPTED))?;
+        .ok_or_else(|| ApiError::unsupported_media_type(PatchKind::ACCEPTED))?;
     if kind == PatchKind::Strategic && t.is_custom() {
         return Err(ApiError::unsupported_media_type(
-            &ct,
-            &[
-                "application/json-patch+json",
-                "application/merge-patch+json",
-                "application/apply-patch+yaml",
-            ],
+            crate::fieldmgr::CUSTOM_RESOURCE_PATCH_TYPES,
         ));
     }
     if kind == PatchKind::Apply {
         return apply(call, t, body);
     }
-    let opts = options(call)?;
+    let opts = write_options::parse(call, false)?;
     let name = call.path.name.clone().unwrap_or_default();
     let mut db = call.cluster.lock();
     let Some(old) = db.store.get(&call.key(t, &name)) else {
@@ -391,16 +354,11 @@ pub fn patch(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response<
 }
 
 fn apply(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response<Body>> {
-    let opts = options(call)?;
-    if call.query.get("fieldManager").is_none_or(str::is_empty) {
-        return Err(ApiError::bad_request(
-            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-        ));
-    }
+    let opts = write_options::parse(call, true)?;
     let mut applied = parse_body(call, body)?;
     check_kind(t, &mut applied)?;
     let subresource = call.path.subresource.as_deref();
-    let force = call.query.flag("force");
+    let force = opts.force;
     let name = call.path.name.clone().unwrap_or_default();
     let now = meta::now_rfc3339();
     let mut db = call.cluster.lock();
@@ -441,25 +399,4 @@ fn apply(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response<Body
             Ok(respond(call, t, 200, &view, &warnings))
         }
     }
-}
-
-/// TokenReview, SubjectAccessReview, SelfSubjectAccessReview: answered, never stored.
-pub fn review(call: &Call, t: &ResourceType, body: &Bytes) -> ApiResult<Response<Body>> {
-    let mut object = parse_body(call, body)?;
-    check_kind(t, &mut object)?;
-    let db = call.cluster.lock();
-    let answer = match t.kind.as_str() {
-        "TokenReview" => tokens::review(&call.cluster, &db, &object)?,
-        _ => crate::rbac::review(&db, t, &object, &call.user)?,
-    };
-    Ok(json_response(201, &answer))
-}
-
-/// `POST serviceaccounts/{name}/token`.
-pub fn token_request(call: &Call, body: &Bytes) -> ApiResult<Response<Body>> {
-    let object = parse_body(call, body)?;
-    let name = call.path.name.clone().unwrap_or_default();
-    let db = call.cluster.lock();
-    let answer = tokens::request(&call.cluster, &db, call.namespace(), &name, &object)?;
-    Ok(json_response(201, &answer))
 }
