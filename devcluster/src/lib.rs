@@ -34,6 +34,7 @@ pub mod kubeconfig;
 pub mod log;
 mod meta;
 mod openapi;
+mod protobuf;
 mod rbac;
 mod request;
 mod schemas;

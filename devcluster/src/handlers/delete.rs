@@ -27,6 +27,8 @@ struct DeleteOptions {
 fn options(call: &Call, body: &Bytes) -> ApiResult<DeleteOptions> {
     let parsed: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
+    } else if body.starts_with(crate::protobuf::MAGIC) {
+        crate::protobuf::decode(body).map_err(ApiError::bad_request)?
     } else {
         serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?

@@ -35,6 +35,14 @@ pub(super) fn parse_body(call: &Call, body: &[u8]) -> ApiResult<Value> {
             .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
         serde_saphyr::from_str(text)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else if ct == "application/vnd.kubernetes.protobuf" {
+        crate::protobuf::decode(body).map_err(|e| {
+            if e.starts_with(crate::protobuf::UNSUPPORTED_KIND) {
+                ApiError::bad_request(e).with_code(415, "UnsupportedMediaType")
+            } else {
+                ApiError::bad_request(e)
+            }
+        })?
     } else if ct.is_empty() || ct.contains("json") || ct == "*/*" {
         serde_json::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!(
