@@ -1,0 +1,162 @@
+//! What the injector adds, as the chart renders it (`sidecar.json` in the `rollcall-injector`
+//! ConfigMap): the sidecar's image, the controller's address, resources and security context.
+//! Read once at start (the chart rolls the injector when it changes); unknown fields are
+//! refused, so a chart and an injector that disagree fail at start, not on the next pod.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, SecurityContext};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The sidecar every injected pod gets.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SidecarSettings {
+    pub image: String,
+    #[serde(default = "default_pull_policy")]
+    pub image_pull_policy: String,
+    /// The roster service, e.g. `http://rollcall-controller.rollcall-system.svc:8300`.
+    #[serde(rename = "controllerURL")]
+    pub controller_url: String,
+    /// Where the admin endpoint listens (the kubelet probes it on the pod's address).
+    #[serde(default = "default_admin_address")]
+    pub admin_address: String,
+    #[serde(default = "default_admin_port")]
+    pub admin_port: u16,
+    #[serde(default = "default_log_level")]
+    pub log_level: String,
+    #[serde(default = "default_log_format")]
+    pub log_format: String,
+    #[serde(default)]
+    pub resources: ResourceRequirements,
+    #[serde(default)]
+    pub security_context: SecurityContext,
+    pub token: TokenSettings,
+    /// TLS on the roster connection: the ConfigMap (in the pod's namespace) with the CA.
+    #[serde(default, rename = "controllerCA")]
+    pub controller_ca: Option<CaSource>,
+}
+
+/// The projected ServiceAccount token the sidecar presents to the controller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenSettings {
+    pub audience: String,
+    pub expiration_seconds: i64,
+}
+
+/// A ConfigMap key holding a PEM CA bundle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CaSource {
+    pub config_map: String,
+    pub key: String,
+}
+
+fn default_pull_policy() -> String {
+    "IfNotPresent".into()
+}
+fn default_admin_address() -> String {
+    "0.0.0.0".into()
+}
+fn default_admin_port() -> u16 {
+    15000
+}
+fn default_log_level() -> String {
+    "info".into()
+}
+fn default_log_format() -> String {
+    "json".into()
+}
+
+// === impl SidecarSettings ===
+
+impl SidecarSettings {
+    /// Parse and check settings given as JSON.
+    pub fn from_json(text: &str, origin: &str) -> Result<Self> {
+        let invalid = |message: String| Error::InvalidConfig {
+            path: origin.to_string(),
+            message,
+        };
+        let settings: Self = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        settings.check().map_err(invalid)?;
+        Ok(settings)
+    }
+
+    /// Read and check the settings file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadConfig {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_json(&text, &path.display().to_string())
+    }
+
+    fn check(&self) -> std::result::Result<(), String> {
+        if self.image.trim().is_empty() {
+            return Err("image is empty".into());
+        }
+        if !(self.controller_url.starts_with("http://")
+            || self.controller_url.starts_with("https://"))
+        {
+            return Err(format!(
+                "controllerURL must start with http:// or https://, got {:?}",
+                self.controller_url
+            ));
+        }
+        if self.admin_port == 0 {
+            return Err("adminPort must be 1-65535".into());
+        }
+        if !["json", "text"].contains(&self.log_format.as_str()) {
+            return Err(format!(
+                "logFormat must be json or text, got {:?}",
+                self.log_format
+            ));
+        }
+        if !(600..=86_400).contains(&self.token.expiration_seconds) {
+            return Err(format!(
+                "token.expirationSeconds must be 600-86400 (the kubelet's bounds), got {}",
+                self.token.expiration_seconds
+            ));
+        }
+        if self.token.audience.is_empty() {
+            return Err("token.audience is empty".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"{"image": "sidecar:1", "controllerURL": "http://c:8300",
+        "token": {"audience": "rollcall", "expirationSeconds": 3600}}"#;
+
+    #[test]
+    fn minimal_settings_take_defaults() {
+        let s = SidecarSettings::from_json(MINIMAL, "test").unwrap();
+        assert_eq!(s.admin_port, 15000);
+        assert_eq!(s.image_pull_policy, "IfNotPresent");
+        assert_eq!(s.controller_ca, None);
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_refused_with_the_field() {
+        let unknown = MINIMAL.replacen('{', r#"{"imag": "x", "#, 1);
+        let err = SidecarSettings::from_json(&unknown, "test")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `imag`"), "{err}");
+        let bad = MINIMAL.replace("http://c:8300", "c:8300");
+        let err = SidecarSettings::from_json(&bad, "test")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("controllerURL must start with http://"),
+            "{err}"
+        );
+    }
+}
