@@ -3,8 +3,15 @@
 //! ready, so the Service sends sidecars to the leader, and sidecars ride out a switch on their
 //! last roster. Losing the lease ends the leader's run, and the process exits so it restarts
 //! as a clean standby rather than carrying state from its time as leader.
+//!
+//! kube-lease-manager keeps saying "leader" while its renewals fail, so `confirm` watches the
+//! Lease on its own: once this replica cannot show a renewal that is still valid (the Lease
+//! could have expired for the others, who may then take over), it gives up the lead.
 
-use kube::Client;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 
@@ -52,7 +59,88 @@ impl Leadership {
     }
 
     /// Resolves when leadership is lost (or the election task died).
-    pub async fn lost(mut self) {
+    pub async fn lost(&mut self) {
         let _ = self.is_leader.wait_for(|leads| !*leads).await;
+    }
+
+    /// Give the Lease up (so a standby takes over at once, not after it expires), waiting at
+    /// most `within` for the API server.
+    pub async fn release(self, within: Duration) {
+        let Self { is_leader, task } = self;
+        drop(is_leader);
+        match tokio::time::timeout(within, task).await {
+            Ok(Ok(Ok(_))) => tracing::info!("released the leader lease"),
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "could not release the leader lease"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "the lease task failed"),
+            Err(_) => tracing::warn!("the leader lease was not released in time; it will expire"),
+        }
+    }
+}
+
+/// Resolves once the Lease has been released by its holder. kube-lease-manager's standby only
+/// looks again when the holder's Lease would expire, so without this a leader's clean release
+/// would not shorten the handover at all. (An expired Lease is kube-lease-manager's to take.)
+pub async fn freed(client: Client, s: &LeaseSettings) {
+    let leases: Api<Lease> = Api::namespaced(client, &s.namespace);
+    let every = Duration::from_secs(1);
+    let mut held = false;
+    loop {
+        tokio::time::sleep(every).await;
+        let Ok(Ok(lease)) = tokio::time::timeout(every, leases.get(&s.name)).await else {
+            continue;
+        };
+        let holder = lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        // Only a Lease seen held and then free was released; one never held is free already,
+        // and the standby's own election takes it.
+        if holder.is_empty() && held {
+            return;
+        }
+        held = !holder.is_empty() && holder != s.identity;
+    }
+}
+
+/// Until when (Unix seconds) `lease` is valid for `identity`; `None` when someone else holds it.
+pub fn held_until(lease: &Lease, identity: &str) -> Option<i64> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    let renewed = spec.renew_time.as_ref()?.0.as_second();
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(0));
+    Some(renewed + duration)
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Watch the Lease while leading; resolves with the reason once this replica can no longer
+/// show that it holds a valid Lease: another holder, or no renewal it can see that is still
+/// valid (a partition or an API server refusing its renewals). `margin` is how long before
+/// the Lease expires for the others it steps down.
+pub async fn confirm(client: Client, s: &LeaseSettings, margin: Duration) -> String {
+    let leases: Api<Lease> = Api::namespaced(client, &s.namespace);
+    let every = Duration::from_secs((s.grace / 2).max(1));
+    let mut valid_until = now_unix() + s.duration as i64;
+    loop {
+        match tokio::time::timeout(every, leases.get(&s.name)).await {
+            Ok(Ok(lease)) => match held_until(&lease, &s.identity) {
+                Some(until) => valid_until = valid_until.max(until),
+                None => return "another replica holds the leader lease".into(),
+            },
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot read the leader lease"),
+            Err(_) => tracing::warn!("reading the leader lease timed out"),
+        }
+        if now_unix() + margin.as_secs() as i64 >= valid_until {
+            return format!(
+                "could not confirm the leader lease before it expires (valid until {valid_until})"
+            );
+        }
+        tokio::time::sleep(every).await;
     }
 }

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod crd;
 #[cfg(test)]
 mod fixtures;
@@ -34,6 +35,8 @@ pub enum Error {
     CachesNotReady,
     #[error("object has no {0}")]
     MissingObjectKey(&'static str),
+    #[error("cannot listen on {0}: {1}")]
+    Listen(std::net::SocketAddr, #[source] std::io::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

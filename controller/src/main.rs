@@ -3,20 +3,14 @@
 //! `/readyz` (ready only as a synced leader) and `/livez` are served throughout.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use rollcall_controller::leader::{self, LeaseSettings};
-use rollcall_controller::metrics::Metrics;
+use rollcall_controller::leader::LeaseSettings;
 use rollcall_controller::reconcile::Settings;
-use rollcall_controller::roster::RosterHub;
-use rollcall_controller::server::{self, Limits, State};
-use rollcall_controller::status::ReportStore;
-use rollcall_controller::{crd, http, run};
-use tokio::net::TcpListener;
+use rollcall_controller::server::Limits;
+use rollcall_controller::{app, crd};
 
 #[derive(Parser)]
 #[command(name = "rollcall-controller", version, about)]
@@ -98,69 +92,25 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .context("the identity is not a valid header value")?,
     ));
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
-    let state = State {
-        hub: Arc::new(RosterHub::new()),
-        reports: Arc::new(ReportStore::new()),
-        metrics: Metrics::new()?,
+    let lease_duration = args.lease_duration.as_secs().max(2);
+    let options = app::Options {
+        grpc_listen: args.grpc_listen,
+        metrics_listen: args.metrics_listen,
+        lease: LeaseSettings {
+            namespace: args.lease_namespace,
+            name: "rollcall-controller".into(),
+            identity: args.identity,
+            duration: lease_duration,
+            grace: args.lease_grace.as_secs().clamp(1, lease_duration - 1),
+        },
+        settings: Settings {
+            restart_grace: args.restart_grace,
+            ..Settings::default()
+        },
+        limits: Limits::default(),
     };
-    let ready = Arc::new(AtomicBool::new(false));
-    let grpc = TcpListener::bind(args.grpc_listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.grpc_listen))?;
-    let ops = TcpListener::bind(args.metrics_listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.metrics_listen))?;
-    let ctrl_c = || async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    tokio::spawn(server::serve(
-        grpc,
-        state.clone(),
-        Limits::default(),
-        ctrl_c(),
-    ));
-    tokio::spawn(http::serve(
-        ops,
-        state.metrics.clone(),
-        ready.clone(),
-        ctrl_c(),
-    ));
-
-    let lease = LeaseSettings {
-        namespace: args.lease_namespace,
-        name: "rollcall-controller".into(),
-        identity: args.identity,
-        duration: args.lease_duration.as_secs().max(2),
-        grace: args
-            .lease_grace
-            .as_secs()
-            .clamp(1, args.lease_duration.as_secs().max(2) - 1),
-    };
-    let mut leadership = leader::elect(client.clone(), &lease).await?;
-    tracing::info!(identity = %lease.identity, "standing by for the leader lease");
-    tokio::select! {
-        _ = ctrl_c() => return Ok(()),
-        acquired = leadership.acquired() => anyhow::ensure!(acquired, "leader election stopped"),
-    }
-    tracing::info!("leading: reconciling and serving rosters");
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<&str>();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = leadership.lost() => { let _ = stop_tx.send("lost the leader lease"); }
-            _ = tokio::signal::ctrl_c() => { let _ = stop_tx.send("interrupted"); }
-        }
-    });
-    let (why_tx, why_rx) = tokio::sync::oneshot::channel();
-    let settings = Settings {
-        restart_grace: args.restart_grace,
-        ..Settings::default()
-    };
-    run::run(client, state, settings, ready, async move {
-        let _ = why_tx.send(stop_rx.await.unwrap_or("interrupted"));
-    })
-    .await;
-    match why_rx.await.unwrap_or("interrupted") {
-        "interrupted" => Ok(()),
-        why => anyhow::bail!("{why}; exiting to restart as a standby"),
+    match app::run(client, options).await? {
+        app::Outcome::Stopped => Ok(()),
+        app::Outcome::LostLead(why) => anyhow::bail!("{why}; exiting to restart as a standby"),
     }
 }

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub reports: IntCounterVec,
     /// `result` = ok | conflict | error.
     pub status_writes: IntCounterVec,
+    /// Events not recorded because their pool spent its Event budget.
+    pub events_dropped: IntCounter,
 }
 
 // === impl Metrics ===
@@ -89,6 +91,11 @@ impl Metrics {
             &["result"],
         )
         .map_err(Error::Metrics)?;
+        let events_dropped = IntCounter::new(
+            prefix("events_dropped_total"),
+            "Kubernetes Events not recorded because their pool spent its Event budget",
+        )
+        .map_err(Error::Metrics)?;
         let m = Self {
             registry,
             reconciles,
@@ -100,8 +107,9 @@ impl Metrics {
             connected_sidecars,
             reports,
             status_writes,
+            events_dropped,
         };
-        let collectors: [Box<dyn Collector>; 9] = [
+        let collectors: [Box<dyn Collector>; 10] = [
             Box::new(m.reconciles.clone()),
             Box::new(m.reconcile_seconds.clone()),
             Box::new(m.roster_versions.clone()),
@@ -111,6 +119,7 @@ impl Metrics {
             Box::new(m.connected_sidecars.clone()),
             Box::new(m.reports.clone()),
             Box::new(m.status_writes.clone()),
+            Box::new(m.events_dropped.clone()),
         ];
         for c in collectors {
             m.registry.register(c).map_err(Error::Metrics)?;

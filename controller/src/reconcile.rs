@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
@@ -22,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::crd::{BackendPool, BackendPoolStatus, InvalidSpec, PoolObject};
 use crate::metrics::Metrics;
-use crate::roster::{self, RosterHub, SERVICE_NAME_LABEL};
+use crate::roster::{self, RosterHub, SliceIndex};
 use crate::status::{self, Coalescer, Decision, ReportStore, Served, events};
 use crate::{Error, Result};
 
@@ -59,6 +60,8 @@ impl Default for Settings {
 pub struct Context {
     pub client: Client,
     pub slices: Store<EndpointSlice>,
+    /// Each Service's slices, so a reconcile reads only its own.
+    pub slice_index: Arc<Mutex<SliceIndex>>,
     pub services: Store<Service>,
     pub hub: Arc<RosterHub>,
     pub reports: Arc<ReportStore>,
@@ -73,6 +76,8 @@ pub struct Context {
     pub recorder: Option<Recorder>,
     /// When this replica started reconciling (took the lead).
     pub started: Instant,
+    /// Events each pool may still record.
+    pub event_budget: Mutex<events::EventBudget>,
 }
 
 /// Whether to hold a status write until the sidecars that reported before a restart have
@@ -103,15 +108,11 @@ pub async fn reconcile(object: Arc<PoolObject>, ctx: Arc<Context>) -> Result<Act
         .ok_or(Error::MissingObjectKey("namespace"))?;
     let svc_name = &pool.spec.service.name;
     let service = ctx.services.get(&ObjectRef::new(svc_name).within(&ns));
-    let slices: Vec<EndpointSlice> = ctx
-        .slices
-        .state()
+    let refs = ctx.slice_index.lock().slices_of(&ns, svc_name);
+    let slices: Vec<EndpointSlice> = refs
         .iter()
-        .filter(|s| {
-            s.namespace().as_deref() == Some(ns.as_str())
-                && s.labels().get(SERVICE_NAME_LABEL) == Some(svc_name)
-        })
-        .map(|s| (**s).clone())
+        .filter_map(|r| ctx.slices.get(r))
+        .map(|s| (*s).clone())
         .collect();
     let computed = roster::compute(&pool, &slices, service.as_deref());
     let now = (ctx.now)();
@@ -170,11 +171,7 @@ pub async fn reconcile(object: Arc<PoolObject>, ctx: Arc<Context>) -> Result<Act
         let wait = ctx.settings.restart_grace.saturating_sub(elapsed);
         return Ok(Action::requeue(wait.min(Duration::from_secs(1))));
     }
-    let decision = if pool.status.as_ref() == Some(&desired) {
-        Decision::Unchanged
-    } else {
-        ctx.coalescer.lock().decide(&key, &desired, at)
-    };
+    let decision = decide(ctx.as_ref(), &key, pool.status.as_ref(), &desired, at);
     // Reports go stale without an event; look again when the freshest could have.
     let resync = if reports.is_empty() {
         ctx.settings.resync
@@ -188,6 +185,30 @@ pub async fn reconcile(object: Arc<PoolObject>, ctx: Arc<Context>) -> Result<Act
             write_status(&ctx, &pool, &key, desired, at).await?;
             Ok(Action::requeue(resync))
         }
+    }
+}
+
+/// Whether to write `desired` now. The coalescer remembers what this replica wrote; when the
+/// live status differs although the coalescer thinks it unchanged, someone else edited it, and
+/// it is repaired.
+fn decide(
+    ctx: &Context,
+    key: &PoolRef,
+    live: Option<&BackendPoolStatus>,
+    desired: &BackendPoolStatus,
+    at: Instant,
+) -> Decision {
+    if live == Some(desired) {
+        return Decision::Unchanged;
+    }
+    let mut coalescer = ctx.coalescer.lock();
+    match coalescer.decide(key, desired, at) {
+        Decision::Unchanged => {
+            tracing::info!("the status was changed by someone else; repairing it");
+            coalescer.forget(key);
+            Decision::Write
+        }
+        other => other,
     }
 }
 
@@ -244,9 +265,6 @@ async fn invalid_spec(object: &PoolObject, invalid: &InvalidSpec, ctx: &Context)
         (ctx.now)(),
     );
     let at = Instant::now();
-    if previous.as_ref() == Some(&desired) {
-        return Ok(Action::requeue(ctx.settings.resync));
-    }
     // The status write and Events need a typed pool; the spec is the part that is broken.
     let pool = BackendPool {
         metadata: object.metadata.clone(),
@@ -259,7 +277,7 @@ async fn invalid_spec(object: &PoolObject, invalid: &InvalidSpec, ctx: &Context)
         },
         status: previous,
     };
-    match ctx.coalescer.lock().decide(&key, &desired, at) {
+    match decide(ctx, &key, object.status().as_ref(), &desired, at) {
         Decision::Write => {}
         Decision::Unchanged => return Ok(Action::requeue(ctx.settings.resync)),
         Decision::WaitUntil(when) => {
@@ -276,7 +294,20 @@ async fn record_events(ctx: &Context, pool: &BackendPool, written: &BackendPoolS
         return;
     };
     let reference = pool.object_ref(&());
+    let key = pool_ref(pool);
     for t in events::transitions(pool.status.as_ref(), written) {
+        if !ctx.event_budget.lock().take(&key, Instant::now()) {
+            ctx.metrics.events_dropped.inc();
+            tracing::debug!(reason = t.reason, "event budget spent; not recorded");
+            continue;
+        }
+        let secondary = t.pod.as_ref().map(|pod| ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.clone()),
+            namespace: pool.namespace(),
+            ..Default::default()
+        });
         let event = Event {
             type_: if t.warning {
                 EventType::Warning
@@ -286,7 +317,7 @@ async fn record_events(ctx: &Context, pool: &BackendPool, written: &BackendPoolS
             reason: t.reason.into(),
             note: Some(t.note),
             action: "Observe".into(),
-            secondary: None,
+            secondary,
         };
         if let Err(error) = recorder.publish(&event, &reference).await {
             tracing::warn!(%error, reason = t.reason, "cannot record event");

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use crate::crd::PoolObject;
 use crate::reconcile::{self, Context, Settings, pool_ref};
-use crate::roster::SERVICE_NAME_LABEL;
+use crate::roster::{SERVICE_NAME_LABEL, SliceIndex};
 use crate::server::State;
 use crate::status::Coalescer;
 use crate::unix_ms;
@@ -69,12 +69,14 @@ pub async fn run(
     let (svc_reader, svc_writer) = reflector::store::<Service>();
 
     let hub = state.hub.clone();
+    // Caches keep no managedFields: they are most of an object's size and never read here.
     let pools = reflector::reflector(
         pool_writer,
         watcher(
             Api::<PoolObject>::all(client.clone()),
             watcher::Config::default(),
-        ),
+        )
+        .modify(|p| p.managed_fields_mut().clear()),
     )
     .default_backoff()
     .inspect(move |event| {
@@ -83,12 +85,20 @@ pub async fn run(
         }
     })
     .applied_objects();
+    let slice_index = Arc::new(Mutex::new(SliceIndex::default()));
+    let indexer = slice_index.clone();
     let slices = reflector::reflector(
         slice_writer,
         watcher(
             Api::<EndpointSlice>::all(client.clone()),
             watcher::Config::default().labels(SERVICE_NAME_LABEL),
-        ),
+        )
+        .modify(|s| s.managed_fields_mut().clear())
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                indexer.lock().apply(event);
+            }
+        }),
     )
     .default_backoff()
     .touched_objects();
@@ -97,7 +107,8 @@ pub async fn run(
         watcher(
             Api::<Service>::all(client.clone()),
             watcher::Config::default(),
-        ),
+        )
+        .modify(|s| s.managed_fields_mut().clear()),
     )
     .default_backoff()
     .touched_objects();
@@ -159,6 +170,7 @@ pub async fn run(
         recorder: Some(Recorder::new(client.clone(), reporter)),
         client,
         slices: slice_reader,
+        slice_index,
         services: svc_reader,
         hub: state.hub.clone(),
         reports: state.reports.clone(),
@@ -168,6 +180,10 @@ pub async fn run(
         caches_synced: synced_rx,
         now: k8s_openapi::jiff::Timestamp::now,
         started: tokio::time::Instant::now(),
+        event_budget: Mutex::new(crate::status::events::EventBudget::new(
+            20,
+            Duration::from_secs(60),
+        )),
     });
     let (by_slice, by_service) = (pool_reader.clone(), pool_reader.clone());
     let metrics = state.metrics.clone();

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use rollcall_api::proto::v1::roster_server::RosterServer;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
 
@@ -51,6 +52,33 @@ pub struct State {
     pub hub: Arc<RosterHub>,
     pub reports: Arc<ReportStore>,
     pub metrics: Metrics,
+    /// Turns true when the process is shutting down: open streams end with UNAVAILABLE.
+    pub closing: watch::Receiver<bool>,
+}
+
+impl State {
+    /// Fresh state; `closing` ends every open stream when it turns true.
+    pub fn new(metrics: Metrics, closing: watch::Receiver<bool>) -> Self {
+        Self {
+            hub: Arc::new(RosterHub::new()),
+            reports: Arc::new(ReportStore::new()),
+            metrics,
+            closing,
+        }
+    }
+
+    /// State whose streams never close by themselves (tests).
+    pub fn open(metrics: Metrics) -> Self {
+        Self::new(metrics, watch::channel(false).1)
+    }
+
+    /// Resolves once the process is shutting down (never, when nobody can close it).
+    pub async fn closed(&self) {
+        let mut closing = self.closing.clone();
+        if closing.wait_for(|c| *c).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// Serve the roster API on `listener` until `shutdown` resolves.

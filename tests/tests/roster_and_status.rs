@@ -7,7 +7,6 @@
 //! API server fixture comes next.)
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
@@ -16,9 +15,7 @@ use rollcall_api::policy::{DurationString, HealthCheck, HealthCheckType, Percent
 use rollcall_api::roster::{Endpoint, PoolRef, PoolState, Roster, SidecarId};
 use rollcall_controller::crd::BackendPoolStatus;
 use rollcall_controller::metrics::Metrics;
-use rollcall_controller::roster::RosterHub;
 use rollcall_controller::server::{self, Limits, State};
-use rollcall_controller::status::ReportStore;
 use rollcall_controller::status::aggregate::{Input, Served, aggregate};
 use rollcall_controller::unix_ms;
 use rollcall_dataplane::roster::{Backoff, PoolBinding, RosterOptions};
@@ -38,11 +35,7 @@ impl Controller {
     async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let state = State {
-            hub: Arc::new(RosterHub::new()),
-            reports: Arc::new(ReportStore::new()),
-            metrics: Metrics::new().unwrap(),
-        };
+        let state = State::open(Metrics::new().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(server::serve(
             listener,

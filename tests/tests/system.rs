@@ -315,7 +315,19 @@ async fn the_controller_restarting_under_load_loses_no_request_and_no_true_eject
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_watches_and_a_failing_api_server_leave_the_status_exact() {
-    let stack = stack("faults", StackOptions::default()).await;
+    // A Lease long enough to ride out the outage: an API server blip of a few seconds must
+    // not cost the leader its lead (one longer than the Lease does; see leadership.rs).
+    let dir = run_dir("faults");
+    let options = StackOptions {
+        controller_flags: ["--lease-duration", "20s", "--lease-grace", "5s"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ..StackOptions::default()
+    };
+    let stack = Stack::start(&dir, options)
+        .await
+        .expect("the system starts");
     let traffic = load(&stack);
     wait_served(&traffic, 50).await;
     let api = &stack.api;

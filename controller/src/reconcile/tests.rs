@@ -39,8 +39,13 @@ where
 
 fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>, ApiHandle) {
     let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let mut index = crate::roster::SliceIndex::default();
+    for slice in &slices {
+        index.apply(&watcher::Event::Apply(slice.clone()));
+    }
     let ctx = Context {
         client: Client::new(svc, "default"),
+        slice_index: Arc::new(Mutex::new(index)),
         slices: store(slices),
         services: store(services),
         hub: Arc::new(RosterHub::new()),
@@ -52,6 +57,10 @@ fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>,
         now: fixed_now,
         recorder: None,
         started: tokio::time::Instant::now(),
+        event_budget: Mutex::new(crate::status::events::EventBudget::new(
+            20,
+            Duration::from_secs(60),
+        )),
     };
     (Arc::new(ctx), handle)
 }
@@ -176,6 +185,38 @@ async fn unchanged_status_is_not_written_again() {
         again.await.expect("no API call expected").unwrap(),
         Action::requeue(Duration::from_secs(300))
     );
+}
+
+#[tokio::test]
+async fn a_status_someone_else_edited_is_repaired() {
+    let (services, slices) = web_world();
+    let (ctx, mut handle) = context(services, slices);
+    let mut pool = web_pool();
+    let verifier = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let body = expect_status_patch(&mut handle, &pool).await;
+            (body, handle)
+        })
+    };
+    reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
+        .await
+        .unwrap();
+    let (body, mut handle) = verifier.await.unwrap();
+    let written: BackendPoolStatus = serde_json::from_value(body["status"].clone()).unwrap();
+    // Someone zeroes the counts by hand: the next reconcile writes the truth back.
+    let mut edited = written.clone();
+    edited.endpoints = Some(crate::crd::EndpointCounts::default());
+    pool.status = Some(edited);
+    let verifier = {
+        let pool = pool.clone();
+        tokio::spawn(async move { expect_status_patch(&mut handle, &pool).await })
+    };
+    reconcile(Arc::new(PoolObject::from(&pool)), ctx)
+        .await
+        .unwrap();
+    let repaired = verifier.await.unwrap();
+    assert_eq!(repaired["status"]["endpoints"]["total"], 2);
 }
 
 #[tokio::test]

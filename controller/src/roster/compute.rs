@@ -8,7 +8,9 @@
 //!   the same as `ready`, unset `terminating` means not terminating.
 //! - An address in several slices (a slice being split or merged) appears once, keeping the
 //!   most usable copy: ready, then serving, then not terminating.
-//! - IPv4 and IPv6 slices are both used (dual-stack); FQDN slices are ignored.
+//! - One address family per Service: its primary (`ipFamilies[0]`, IPv4 when unset). A
+//!   dual-stack pod appears in an IPv4 and an IPv6 slice; using both would count it twice and
+//!   double its weight. FQDN slices are ignored.
 //! - A missing Service or port is a `Problem` with a reason, for a condition; a Service without
 //!   endpoints is an empty roster (the status says `NoEndpoints`).
 
@@ -61,11 +63,17 @@ pub fn compute(
             message,
         })?;
 
+    let family = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ip_families.as_ref())
+        .and_then(|f| f.first())
+        .map_or("IPv4", String::as_str);
     let mut best: HashMap<SocketAddr, Endpoint> = HashMap::new();
     let ours = slices.iter().filter(|s| {
         s.namespace().as_deref() == Some(namespace.as_str())
             && s.labels().get(SERVICE_NAME_LABEL) == Some(svc_name)
-            && matches!(s.address_type.as_str(), "IPv4" | "IPv6")
+            && s.address_type == family
     });
     for slice in ours {
         let Some(port) = slice_port(slice, &port_name) else {

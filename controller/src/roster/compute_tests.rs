@@ -146,9 +146,9 @@ fn conditions_follow_endpointslice_semantics() {
 }
 
 #[test]
-fn dual_stack_uses_both_families_and_ignores_fqdn() {
+fn a_dual_stack_service_routes_on_its_primary_family_only_and_ignores_fqdn() {
     let p = pool("web", "web", Name("http".into()));
-    let svc = service("web", &[("http", 80)]);
+    let mut svc = service("web", &[("http", 80)]);
     let slices = [
         slice("v4", "web", "IPv4", ("http", 8080), &[("10.0.0.1", READY)]),
         slice("v6", "web", "IPv6", ("http", 8080), &[("fd00::1", READY)]),
@@ -160,8 +160,12 @@ fn dual_stack_uses_both_families_and_ignores_fqdn() {
             &[("web.example.com", READY)],
         ),
     ];
+    // A dual-stack pod has one address per family: counting both would double its weight.
     let r = compute(&p, &slices, Some(&svc)).unwrap();
-    assert_eq!(addrs(&r), ["10.0.0.1:8080", "[fd00::1]:8080"]);
+    assert_eq!(addrs(&r), ["10.0.0.1:8080"]);
+    svc.spec.as_mut().unwrap().ip_families = Some(vec!["IPv6".into(), "IPv4".into()]);
+    let r = compute(&p, &slices, Some(&svc)).unwrap();
+    assert_eq!(addrs(&r), ["[fd00::1]:8080"]);
 }
 
 #[test]

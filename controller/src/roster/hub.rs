@@ -91,6 +91,11 @@ impl RosterHub {
     /// The caches are synced and `existing` are the pools they hold: every other pool nobody
     /// published is now known not to exist. Existing pools keep waiting for their first
     /// reconcile, so a sidecar is never told a live pool is gone.
+    /// Whether this hub serves: the caches synced under a leader (a standby never marks it).
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
     pub fn mark_synced(&self, now_unix_ms: u64, existing: impl IntoIterator<Item = PoolRef>) {
         {
             let mut expected = self.expected.write();

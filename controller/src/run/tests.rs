@@ -16,8 +16,6 @@ use tower_test::mock;
 use super::*;
 use crate::fixtures::{self, READY};
 use crate::metrics::Metrics;
-use crate::roster::RosterHub;
-use crate::status::ReportStore;
 
 fn list(kind: &str, items: Vec<Value>) -> Vec<u8> {
     serde_json::to_vec(&json!({
@@ -83,11 +81,7 @@ async fn syncs_then_serves_the_roster_and_writes_status() {
         }
     });
 
-    let state = State {
-        hub: Arc::new(RosterHub::new()),
-        reports: Arc::new(ReportStore::new()),
-        metrics: Metrics::new().unwrap(),
-    };
+    let state = State::open(Metrics::new().unwrap());
     let ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let running = tokio::spawn(run(

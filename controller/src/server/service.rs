@@ -58,11 +58,25 @@ impl Drop for Connected {
     }
 }
 
+/// What a replica that does not serve answers: at once and clearly, so the sidecar backs off
+/// and reconnects (through the Service, to the replica that does) instead of hanging.
+pub const NOT_SERVING: &str = "this rollcall-controller replica is not serving rosters (a standby, or its caches are not synced yet); reconnect";
+/// What open streams end with when the controller shuts down.
+pub const SHUTTING_DOWN: &str = "rollcall-controller is shutting down; reconnect";
+
 // === impl RosterService ===
 
 impl RosterService {
     pub fn new(state: State, limits: Limits) -> Self {
         Self { state, limits }
+    }
+
+    fn serving(&self) -> Result<(), Status> {
+        if self.state.hub.is_synced() && !*self.state.closing.borrow() {
+            Ok(())
+        } else {
+            Err(Status::unavailable(NOT_SERVING))
+        }
     }
 }
 
@@ -75,6 +89,7 @@ impl pb::roster_server::Roster for RosterService {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<UpdateStream>, Status> {
+        self.serving()?;
         let started = Instant::now();
         let caller = req
             .extensions()
@@ -136,11 +151,26 @@ impl pb::roster_server::Roster for RosterService {
                 .boxed()
         }));
         let pushes = metrics.roster_pushes.clone();
-        let updates = stream::iter(snapshot).chain(changes).map(move |u| {
-            let _alive = &guard;
-            pushes.inc();
-            Ok(u)
-        });
+        let state = self.state.clone();
+        let closing = self.state.closing.clone();
+        let closed = async move { state.closed().await };
+        let updates = stream::iter(snapshot)
+            .chain(changes)
+            .map(move |u| {
+                let _alive = &guard;
+                pushes.inc();
+                Ok(u)
+            })
+            .take_until(closed)
+            .chain(
+                stream::once(async move {
+                    // Only a shutdown ends a stream with UNAVAILABLE; other ends are plain.
+                    closing
+                        .borrow()
+                        .then(|| Err(Status::unavailable(SHUTTING_DOWN)))
+                })
+                .filter_map(std::future::ready),
+            );
         Ok(Response::new(Box::pin(updates)))
     }
 
@@ -149,6 +179,7 @@ impl pb::roster_server::Roster for RosterService {
         &self,
         req: Request<Streaming<pb::HealthReport>>,
     ) -> Result<Response<pb::ReportSummary>, Status> {
+        self.serving()?;
         let caller = req
             .extensions()
             .get::<Caller>()
@@ -160,7 +191,11 @@ impl pb::roster_server::Roster for RosterService {
         let mut named = caller.claimed.is_some();
         let mut summary = pb::ReportSummary::default();
         let result = loop {
-            let msg = match inbound.message().await {
+            let next = tokio::select! {
+                next = inbound.message() => next,
+                () = self.state.closed() => break Err(Status::unavailable(SHUTTING_DOWN)),
+            };
+            let msg = match next {
                 Ok(Some(msg)) => msg,
                 Ok(None) => break Ok(()),
                 Err(status) => break Err(status),

@@ -18,6 +18,9 @@ pub struct Transition {
     pub reason: &'static str,
     pub note: String,
     pub warning: bool,
+    /// The endpoint's Pod, recorded as the Event's related object: each endpoint's ejection is
+    /// its own Event instead of folding into the pool's first one.
+    pub pod: Option<String>,
 }
 
 fn majority(e: &Ejection) -> bool {
@@ -62,15 +65,17 @@ pub fn transitions(
                     e.ejected_by, e.of, e.reason
                 ),
                 warning: true,
+                pod: e.pod.clone(),
             });
         }
     }
-    for addr in before.keys() {
+    for (addr, e) in &before {
         if !after.contains_key(addr) {
             endpoint_events.push(Transition {
                 reason: "EndpointReadmitted",
                 note: format!("{addr} is no longer ejected by most sidecars"),
                 warning: false,
+                pod: e.pod.clone(),
             });
         }
     }
@@ -82,6 +87,7 @@ pub fn transitions(
             reason: "EndpointsChanged",
             note: format!("{extra} more endpoints were ejected or readmitted"),
             warning: true,
+            pod: None,
         });
     }
     if let Some(message) = newly_invalid(previous, next) {
@@ -89,6 +95,7 @@ pub fn transitions(
             reason: "InvalidSpec",
             note: message,
             warning: true,
+            pod: None,
         });
     }
     match (panicking(previous), panicking(Some(next))) {
@@ -96,11 +103,13 @@ pub fn transitions(
             reason: "PanicModeEntered",
             note: panic_note(next),
             warning: true,
+            pod: None,
         }),
         (true, false) => out.push(Transition {
             reason: "PanicModeLeft",
             note: "no sidecar routes in panic mode any more".into(),
             warning: false,
+            pod: None,
         }),
         _ => {}
     }
@@ -121,6 +130,43 @@ fn newly_invalid(previous: Option<&BackendPoolStatus>, next: &BackendPoolStatus)
         b.message == now.message && b.observed_generation == now.observed_generation
     });
     (!repeated).then(|| now.message.clone())
+}
+
+/// At most `per_window` Events per pool in any `window`, so a flapping pool cannot flood the
+/// API server with Events (on top of the per-change cap). Pure: time comes in.
+#[derive(Debug)]
+pub struct EventBudget {
+    per_window: u32,
+    window: std::time::Duration,
+    spent: std::collections::HashMap<rollcall_api::roster::PoolRef, (tokio::time::Instant, u32)>,
+}
+
+impl EventBudget {
+    pub fn new(per_window: u32, window: std::time::Duration) -> Self {
+        Self {
+            per_window,
+            window,
+            spent: Default::default(),
+        }
+    }
+
+    /// Whether `pool` may record one more Event at `now` (and count it if so).
+    pub fn take(
+        &mut self,
+        pool: &rollcall_api::roster::PoolRef,
+        now: tokio::time::Instant,
+    ) -> bool {
+        let (since, used) = self.spent.entry(pool.clone()).or_insert((now, 0));
+        if now.saturating_duration_since(*since) >= self.window {
+            *since = now;
+            *used = 0;
+        }
+        if *used >= self.per_window {
+            return false;
+        }
+        *used += 1;
+        true
+    }
 }
 
 fn panic_note(s: &BackendPoolStatus) -> String {
@@ -177,15 +223,33 @@ mod tests {
                     reason: "EndpointEjected",
                     note: "10.0.0.2:80 (web-2) ejected by 2 of 3 sidecars: ProbeFailures".into(),
                     warning: true,
+                    pod: Some("web-2".into()),
                 },
                 Transition {
                     reason: "EndpointReadmitted",
                     note: "10.0.0.1:80 is no longer ejected by most sidecars".into(),
                     warning: false,
+                    pod: Some("web-1".into()),
                 },
             ]
         );
         assert!(transitions(Some(&after), &after).is_empty());
+    }
+
+    #[test]
+    fn a_pool_records_at_most_its_budget_of_events_per_window() {
+        let mut budget = EventBudget::new(3, std::time::Duration::from_secs(60));
+        let (web, db) = (
+            rollcall_api::roster::PoolRef::new("shop", "web"),
+            rollcall_api::roster::PoolRef::new("shop", "db"),
+        );
+        let start = tokio::time::Instant::now();
+        let taken: Vec<bool> = (0..5).map(|_| budget.take(&web, start)).collect();
+        assert_eq!(taken, [true, true, true, false, false]);
+        assert!(budget.take(&db, start), "pools have their own budgets");
+        let later = start + std::time::Duration::from_secs(59);
+        assert!(!budget.take(&web, later));
+        assert!(budget.take(&web, start + std::time::Duration::from_secs(60)));
     }
 
     #[test]

@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use rollcall_api::policy::PoolPolicy;
@@ -13,9 +12,7 @@ use rollcall_api::roster::{
     Endpoint, PoolRef, PoolState, Roster, RosterUpdate, SidecarId, WatchRequest,
 };
 use rollcall_controller::metrics::Metrics;
-use rollcall_controller::roster::RosterHub;
 use rollcall_controller::server::{self, Limits, State};
-use rollcall_controller::status::ReportStore;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::time::timeout;
@@ -31,11 +28,7 @@ pub struct Server {
 pub async fn start(limits: Limits) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let state = State {
-        hub: Arc::new(RosterHub::new()),
-        reports: Arc::new(ReportStore::new()),
-        metrics: Metrics::new().unwrap(),
-    };
+    let state = State::open(Metrics::new().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(server::serve(listener, state.clone(), limits, async {
         stopped.await.ok();

@@ -86,6 +86,24 @@ impl Process {
         }
     }
 
+    /// Send SIGTERM and return at once (the process shuts down in its own time).
+    pub fn signal_term(&self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+
+    /// Wait up to `within` for the process to exit by itself; its exit status, if it did.
+    pub async fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .ok()?
+            .ok()
+    }
+
     /// SIGTERM, then up to `grace` for it to exit, then SIGKILL. Returns whether it exited on
     /// its own.
     pub async fn terminate(&mut self, grace: Duration) -> bool {

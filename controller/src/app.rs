@@ -1,0 +1,175 @@
+//! The controller process's life, in order. Both ports listen from the start. As a standby it
+//! competes for the Lease: not ready, and refusing streams with UNAVAILABLE so sidecars go to
+//! the leader. As leader it reconciles and serves until the Lease is lost, can no longer be
+//! confirmed (a partition: kube-lease-manager alone would keep leading), or SIGTERM/Ctrl-C
+//! arrives. Then, in that order: not ready, every stream ended with UNAVAILABLE (sidecars
+//! reconnect to the next leader and keep routing meanwhile), the Lease released so a standby
+//! takes over at once, and exit — cleanly after a shutdown, with an error after losing the
+//! lead, so the pod restarts as a standby rather than carrying state over.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube::Client;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::leader::{self, LeaseSettings};
+use crate::metrics::Metrics;
+use crate::reconcile::Settings;
+use crate::server::{self, Limits, State};
+use crate::{Error, Result, http, run};
+
+/// How the process was configured.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub grpc_listen: SocketAddr,
+    pub metrics_listen: SocketAddr,
+    pub lease: LeaseSettings,
+    pub settings: Settings,
+    pub limits: Limits,
+}
+
+/// How the process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// SIGTERM or Ctrl-C: everything closed in order.
+    Stopped,
+    /// Leadership ended for this reason; restart as a standby.
+    LostLead(String),
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+async fn closed(mut closing: watch::Receiver<bool>) {
+    if closing.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Reconcile and serve until the lead ends, or a shutdown signal comes; why it ended.
+async fn lead(
+    client: Client,
+    lease: &LeaseSettings,
+    leadership: &leader::Leadership,
+    mut signalled: watch::Receiver<bool>,
+    state: State,
+    settings: Settings,
+    ready: Arc<AtomicBool>,
+) -> Outcome {
+    let (ended_tx, mut ended) = watch::channel::<Option<Outcome>>(None);
+    let mut is_leader = leadership.is_leader.clone();
+    let (watch_client, watch_lease) = (client.clone(), lease.clone());
+    let watcher = tokio::spawn(async move {
+        let margin = Duration::from_secs(1);
+        let outcome = tokio::select! {
+            _ = is_leader.wait_for(|leads| !*leads) => Outcome::LostLead("lost the leader lease".into()),
+            why = leader::confirm(watch_client, &watch_lease, margin) => Outcome::LostLead(why),
+            _ = signalled.wait_for(|s| *s) => Outcome::Stopped,
+        };
+        let _ = ended_tx.send(Some(outcome));
+    });
+    let mut stop = ended.clone();
+    run::run(client, state, settings, ready, async move {
+        let _ = stop.wait_for(Option::is_some).await;
+    })
+    .await;
+    watcher.abort();
+    let outcome = ended.borrow_and_update().clone();
+    outcome.unwrap_or_else(|| Outcome::LostLead("the controller stopped by itself".into()))
+}
+
+/// Run until shut down or no longer leading.
+pub async fn run(client: Client, options: Options) -> Result<Outcome> {
+    let (closing_tx, closing_rx) = watch::channel(false);
+    let state = State::new(Metrics::new()?, closing_rx.clone());
+    let ready = Arc::new(AtomicBool::new(false));
+    let grpc = TcpListener::bind(options.grpc_listen)
+        .await
+        .map_err(|e| Error::Listen(options.grpc_listen, e))?;
+    let ops = TcpListener::bind(options.metrics_listen)
+        .await
+        .map_err(|e| Error::Listen(options.metrics_listen, e))?;
+    let grpc_task = tokio::spawn(server::serve(
+        grpc,
+        state.clone(),
+        options.limits,
+        closed(closing_rx.clone()),
+    ));
+    let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
+    let ops_task = tokio::spawn(http::serve(
+        ops,
+        state.metrics.clone(),
+        ready.clone(),
+        async {
+            let _ = ops_stopped.await;
+        },
+    ));
+
+    let lease = options.lease.clone();
+    let (signal_tx, signalled) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = signal_tx.send(true);
+    });
+    let mut leadership = leader::elect(client.clone(), &lease).await?;
+    tracing::info!(identity = %lease.identity, "standing by for the leader lease");
+    let mut standby_signal = signalled.clone();
+    let outcome = loop {
+        tokio::select! {
+            _ = standby_signal.wait_for(|s| *s) => break Outcome::Stopped,
+            () = leader::freed(client.clone(), &lease) => {
+                // The leader let go: compete again now rather than at its Lease's expiry.
+                tracing::debug!("the leader lease is free; competing for it");
+                let previous = std::mem::replace(
+                    &mut leadership,
+                    leader::elect(client.clone(), &lease).await?,
+                );
+                previous.release(Duration::from_secs(2)).await;
+            }
+            acquired = leadership.acquired() => {
+                if !acquired {
+                    break Outcome::LostLead("leader election stopped".into());
+                }
+                tracing::info!("leading: reconciling and serving rosters");
+                let why = lead(client.clone(), &lease, &leadership, signalled.clone(), state.clone(), options.settings, ready.clone()).await;
+                break why;
+            }
+        }
+    };
+    match &outcome {
+        Outcome::Stopped => tracing::info!("shutting down"),
+        Outcome::LostLead(why) => tracing::warn!(reason = %why, "giving up the lead"),
+    }
+    ready.store(false, Ordering::Release);
+    let _ = closing_tx.send(true);
+    if tokio::time::timeout(Duration::from_secs(5), grpc_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the roster server did not stop within 5s");
+    }
+    leadership.release(Duration::from_secs(5)).await;
+    let _ = ops_stop.send(());
+    let _ = ops_task.await;
+    Ok(outcome)
+}
