@@ -137,3 +137,26 @@ fn retry_on_parses_known_conditions() {
     assert_eq!("503".parse(), Ok(RetryOn::Status(503)));
     assert!("404".parse::<RetryOn>().is_err());
 }
+
+#[test]
+fn durations_longer_than_a_day_are_refused_by_field() {
+    let p = parse(
+        r#"
+timeouts: {request: 100000000h, connect: 25h}
+retries: {perTryTimeout: 5000000000000000h}
+draining: {timeout: 24h}
+"#,
+    );
+    let errors = p.validate().unwrap_err();
+    let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "retries.perTryTimeout",
+            "timeouts.connect",
+            "timeouts.request"
+        ],
+        "a day is allowed, anything longer is not"
+    );
+    assert!(describe(&errors).contains("must be at most 24h, got 100000000h"));
+}

@@ -4,8 +4,14 @@
 //! edit fixes a refused file or resource. The CRD's CEL rules say the same at admission.
 
 use std::str::FromStr;
+use std::time::Duration;
 
-use super::{Algorithm, HealthCheckType, PoolPolicy};
+use super::{Algorithm, DurationString, HealthCheckType, PoolPolicy};
+
+/// Longest duration any field accepts. Every timer of the sidecar adds a duration to the clock;
+/// a day is longer than any timeout, ejection or drain anyone means, and far from overflowing
+/// it, so bounding here means no caller has to guard the arithmetic.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 /// One thing wrong with a policy: the field's path and what to do about it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -29,6 +35,29 @@ impl PoolPolicy {
             }
         };
         let hc = &self.health_check;
+        let od = &self.outlier_detection;
+        let durations: [(&str, DurationString); 10] = [
+            ("healthCheck.interval", hc.interval),
+            ("healthCheck.timeout", hc.timeout),
+            ("outlierDetection.errorRate.window", od.error_rate.window),
+            ("outlierDetection.baseEjectionTime", od.base_ejection_time),
+            ("outlierDetection.maxEjectionTime", od.max_ejection_time),
+            ("slowStart.window", self.slow_start.window),
+            ("draining.timeout", self.draining.timeout),
+            ("retries.perTryTimeout", self.retries.per_try_timeout),
+            ("timeouts.connect", self.timeouts.connect),
+            ("timeouts.request", self.timeouts.request),
+        ];
+        for (field, duration) in durations {
+            check(
+                duration.get() <= MAX_DURATION,
+                field,
+                format!(
+                    "must be at most {}, got {duration}",
+                    DurationString::new(MAX_DURATION)
+                ),
+            );
+        }
         if hc.kind != HealthCheckType::None {
             check(
                 !hc.interval.is_zero(),
@@ -66,7 +95,6 @@ impl PoolPolicy {
                 format!("must start with '/', got {:?}", hc.path),
             );
         }
-        let od = &self.outlier_detection;
         check(
             !od.base_ejection_time.is_zero(),
             "outlierDetection.baseEjectionTime",
