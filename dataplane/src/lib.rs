@@ -5,8 +5,10 @@
 pub mod admin;
 pub mod balance;
 pub mod config;
+pub mod drain;
 pub mod health;
 pub mod metrics;
+pub mod outcome;
 pub mod outlier;
 pub mod pool;
 pub mod proxy;
@@ -14,3 +16,4 @@ pub mod retry;
 pub mod roster;
 pub mod runtime;
 pub mod sidecar;
+pub mod upstream;

@@ -1,6 +1,9 @@
-//! `rollcall-sidecar`: parse the command line, set up logging, run until SIGTERM or Ctrl-C.
-//! Pools come from a config file (`--config`, standalone) or from the controller
-//! (`--controller` with `--pool`s); one sidecar does one or the other.
+//! `rollcall-sidecar`: parse the command line, set up logging, run until SIGTERM or Ctrl-C,
+//! then leave as a Kubernetes pod should (`Sidecar::terminate`): not ready at once, serving
+//! through `--shutdown-delay`, then draining within `--shutdown-grace`, exit 0. A second
+//! signal ends the pre-stop window early. Pools come from a config file (`--config`,
+//! standalone) or from the controller (`--controller` with `--pool`s); one sidecar does one or
+//! the other.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,8 +12,11 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use rollcall_api::roster::SidecarId;
+use rollcall_dataplane::drain::ShutdownPlan;
+use rollcall_dataplane::pool::Tuning;
 use rollcall_dataplane::roster::{PoolBinding, RosterOptions};
-use rollcall_dataplane::sidecar::{self, ControlledOptions, Options};
+use rollcall_dataplane::sidecar::{self, ControlledOptions, Options, RunOptions};
+use tokio::signal::unix::{SignalKind, signal};
 
 /// The Rollcall sidecar: a health-gated HTTP proxy in front of each pool's endpoints.
 #[derive(Parser, Debug)]
@@ -47,6 +53,22 @@ struct Args {
     /// Log format: `text` or `json`.
     #[arg(long, env = "ROLLCALL_LOG_FORMAT", default_value = "text")]
     log_format: String,
+    /// A request body that sends nothing for this long is answered 408 and charged to no
+    /// endpoint (`0s` disables).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    request_body_idle_timeout: Duration,
+    /// A response body that sends nothing for this long is cut and charged to its endpoint
+    /// (`0s` disables; long-lived streams need it off or long).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    response_body_idle_timeout: Duration,
+    /// On SIGTERM: not ready at once, but keep serving this long (endpoint removal takes time
+    /// to reach every client).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    shutdown_delay: Duration,
+    /// After the delay: stop accepting and give requests in flight this long before closing
+    /// what is left. Keep delay + grace below the pod's terminationGracePeriodSeconds.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
 }
 
 #[tokio::main]
@@ -60,6 +82,17 @@ async fn main() -> anyhow::Result<()> {
     } else {
         builder.init();
     }
+    let run = RunOptions {
+        tuning: Tuning {
+            request_body_idle: args.request_body_idle_timeout,
+            response_body_idle: args.response_body_idle_timeout,
+            ..Tuning::default()
+        },
+        shutdown: ShutdownPlan {
+            pre_stop: args.shutdown_delay,
+            grace: args.shutdown_grace,
+        },
+    };
     let sidecar = match (args.config, args.controller) {
         (Some(_), Some(_)) => anyhow::bail!(
             "--config and --controller cannot be combined: a sidecar's pools come either from \
@@ -72,11 +105,14 @@ async fn main() -> anyhow::Result<()> {
             anyhow::bail!("--pool needs --controller; a config file names its own pools")
         }
         (Some(config), None) => {
-            sidecar::start(Options {
-                config,
-                admin_listen: args.admin_listen,
-                reload_interval: args.reload_interval,
-            })
+            sidecar::start_with(
+                Options {
+                    config,
+                    admin_listen: args.admin_listen,
+                    reload_interval: args.reload_interval,
+                },
+                run,
+            )
             .await
         }
         (None, Some(controller)) => {
@@ -90,21 +126,29 @@ async fn main() -> anyhow::Result<()> {
             }
             let mut roster = RosterOptions::new(controller, args.pools, identity);
             roster.heartbeat = args.report_heartbeat;
-            sidecar::start_controlled(ControlledOptions {
-                admin_listen: args.admin_listen,
-                roster,
-            })
+            sidecar::start_controlled_with(
+                ControlledOptions {
+                    admin_listen: args.admin_listen,
+                    roster,
+                },
+                run,
+            )
             .await
         }
     }
     .context("rollcall-sidecar could not start")?;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot listen for SIGTERM")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = interrupt.recv() => {}
         _ = term.recv() => {}
     }
-    tracing::info!("shutting down");
-    sidecar.shutdown().await;
+    let hurry = async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = term.recv() => {}
+        }
+    };
+    sidecar.terminate(hurry).await;
     Ok(())
 }

@@ -2,18 +2,27 @@
 //! configuration. Applying a config adds, updates and removes pools; an endpoint's health
 //! survives every reload that keeps it. A listener that cannot bind refuses that config (the
 //! rest of the last good one keeps serving) instead of crashing the process.
+//!
+//! No lock is held across an await: the map of pools is a plain lock taken for a moment, applies
+//! are put in line by their own async lock that readers never take, and a removed pool drains in
+//! the background (its listener's grace can be long) while `/endpoints` and the next config go on.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use futures_util::future::join_all;
+use parking_lot::Mutex;
+use tokio_util::task::TaskTracker;
 
 use crate::config::SidecarConfig;
 use crate::metrics::Metrics;
-use crate::pool::{Pool, PoolSettings, PoolView};
+use crate::pool::{Pool, PoolSettings, PoolView, Tuning};
 use crate::proxy::server::Listener;
 
-/// How long removed pools' client connections get to finish.
+/// How long a removed or moved pool's client connections get to finish.
 const LISTENER_GRACE: Duration = Duration::from_secs(10);
 
 struct Running {
@@ -24,57 +33,80 @@ struct Running {
 }
 
 pub struct Runtime {
-    pools: tokio::sync::Mutex<HashMap<String, Running>>,
+    pools: Mutex<HashMap<String, Running>>,
+    /// Applies run one at a time; nothing else waits on this.
+    applying: tokio::sync::Mutex<()>,
+    /// Removed pools and moved listeners, draining in the background.
+    retiring: TaskTracker,
+    /// Set by `shutdown`: no config is applied any more.
+    closed: AtomicBool,
     metrics: Arc<Metrics>,
+    tuning: Tuning,
 }
 
 impl Runtime {
     pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self::with_tuning(metrics, Tuning::default())
+    }
+
+    pub fn with_tuning(metrics: Arc<Metrics>, tuning: Tuning) -> Self {
         Self {
-            pools: tokio::sync::Mutex::new(HashMap::new()),
+            pools: Mutex::new(HashMap::new()),
+            applying: tokio::sync::Mutex::new(()),
+            retiring: TaskTracker::new(),
+            closed: AtomicBool::new(false),
             metrics,
+            tuning,
         }
     }
 
     /// Make the running pools match `config`. On a bind failure the pools that did start keep
     /// running and the error says which listen address failed.
     pub async fn apply(&self, config: &SidecarConfig) -> Result<(), std::io::Error> {
-        let mut pools = self.pools.lock().await;
-        let wanted: HashMap<&str, _> = config.pools.iter().map(|p| (p.name.as_str(), p)).collect();
-        let gone: Vec<String> = pools
-            .keys()
-            .filter(|name| !wanted.contains_key(name.as_str()))
-            .cloned()
-            .collect();
-        for name in gone {
-            if let Some(running) = pools.remove(&name) {
-                tracing::info!(pool = %name, "pool removed from config");
-                running.listener.stop(LISTENER_GRACE).await;
-                running.pool.shutdown();
-            }
+        let _turn = self.applying.lock().await;
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let gone: Vec<(String, Running)> = {
+            let mut pools = self.pools.lock();
+            let names: Vec<String> = pools
+                .keys()
+                .filter(|name| !config.pools.iter().any(|p| &p.name == *name))
+                .cloned()
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|name| pools.remove(&name).map(|r| (name, r)))
+                .collect()
+        };
+        for (name, running) in gone {
+            tracing::info!(pool = %name, "pool removed from config");
+            self.retire(running.listener, Some(running.pool));
         }
         let mut first_error = None;
         for pool_config in &config.pools {
             let settings = PoolSettings::new(&pool_config.policy);
-            // A pool whose listen address changed is moved: the new listener first, so a bind
-            // failure leaves the old one serving.
-            if let Some(running) = pools.get(&pool_config.name) {
-                running.pool.update(&pool_config.endpoints, settings);
-                if running.listen == pool_config.listen {
+            let existing = self
+                .pools
+                .lock()
+                .get(&pool_config.name)
+                .map(|r| (Arc::clone(&r.pool), r.listen));
+            if let Some((pool, listen)) = existing {
+                pool.update(&pool_config.endpoints, settings).await;
+                if listen == pool_config.listen {
                     continue;
                 }
-                let pool = Arc::clone(&running.pool);
+                // Moved: the new listener first, so a bind failure leaves the old one serving.
                 match Listener::bind(pool_config.listen, Arc::clone(&pool)).await {
                     Ok(listener) => {
-                        if let Some(old) = pools.insert(
-                            pool_config.name.clone(),
-                            Running {
-                                pool,
-                                listener,
-                                listen: pool_config.listen,
-                            },
-                        ) {
-                            old.listener.stop(LISTENER_GRACE).await;
+                        let running = Running {
+                            pool,
+                            listener,
+                            listen: pool_config.listen,
+                        };
+                        let old = self.pools.lock().insert(pool_config.name.clone(), running);
+                        if let Some(old) = old {
+                            self.retire(old.listener, None);
                         }
                     }
                     Err(error) => {
@@ -87,29 +119,39 @@ impl Runtime {
             let pool = Pool::new(
                 &pool_config.name,
                 settings.clone(),
+                self.tuning,
                 Arc::clone(&self.metrics),
             );
+            // Its roster first, so its first request does not meet an empty pool.
+            pool.update(&pool_config.endpoints, settings).await;
             match Listener::bind(pool_config.listen, Arc::clone(&pool)).await {
                 Ok(listener) => {
-                    pool.update(&pool_config.endpoints, settings);
                     tracing::info!(pool = %pool_config.name, listen = %listener.addr, endpoints = pool_config.endpoints.len(), "pool serving");
-                    pools.insert(
-                        pool_config.name.clone(),
-                        Running {
-                            pool,
-                            listener,
-                            listen: pool_config.listen,
-                        },
-                    );
+                    let running = Running {
+                        pool,
+                        listener,
+                        listen: pool_config.listen,
+                    };
+                    self.pools.lock().insert(pool_config.name.clone(), running);
                 }
                 Err(error) => {
                     tracing::error!(pool = %pool_config.name, listen = %pool_config.listen, %error, "cannot listen; pool not started");
-                    pool.shutdown();
+                    pool.shutdown().await;
                     first_error.get_or_insert(bind_error(pool_config.listen, error));
                 }
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Stop a listener in the background (and then its pool, when it is going away).
+    fn retire(&self, listener: Listener, pool: Option<Arc<Pool>>) {
+        self.retiring.spawn(async move {
+            listener.stop(LISTENER_GRACE).await;
+            if let Some(pool) = pool {
+                pool.shutdown().await;
+            }
+        });
     }
 
     /// The sidecar's metrics.
@@ -119,28 +161,58 @@ impl Runtime {
 
     /// Every pool as `/endpoints` shows it, sorted by name.
     pub async fn views(&self) -> Vec<PoolView> {
-        let pools = self.pools.lock().await;
-        let mut views: Vec<PoolView> = pools.values().map(|r| r.pool.view()).collect();
+        let pools: Vec<Arc<Pool>> = self
+            .pools
+            .lock()
+            .values()
+            .map(|r| Arc::clone(&r.pool))
+            .collect();
+        let mut views: Vec<PoolView> = join_all(pools.iter().map(|p| p.view()))
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
         views.sort_by(|a, b| a.name.cmp(&b.name));
         views
     }
 
     /// The address each pool listens on (useful when the config asked for port 0).
     pub async fn listen_addrs(&self) -> HashMap<String, SocketAddr> {
-        let pools = self.pools.lock().await;
-        pools
+        self.pools
+            .lock()
             .iter()
             .map(|(name, r)| (name.clone(), r.listener.addr))
             .collect()
     }
 
-    /// Stop every listener and close every connection.
+    /// Stop every listener and close every connection, giving in-flight requests 10 s.
     pub async fn shutdown(&self) {
-        let mut pools = self.pools.lock().await;
-        for (_, running) in pools.drain() {
-            running.listener.stop(LISTENER_GRACE).await;
-            running.pool.shutdown();
+        self.shutdown_within(LISTENER_GRACE).await;
+    }
+
+    /// Stop accepting on every listener at once; the requests in flight get `grace` to finish;
+    /// then every pool closes its connections. No config is applied after this.
+    pub async fn shutdown_within(&self, grace: Duration) {
+        let running: Vec<Running> = {
+            let _turn = self.applying.lock().await;
+            self.closed.store(true, Ordering::Release);
+            self.pools.lock().drain().map(|(_, r)| r).collect()
+        };
+        let (pools, listeners): (Vec<_>, Vec<_>) =
+            running.into_iter().map(|r| (r.pool, r.listener)).unzip();
+        let cut: usize = join_all(listeners.into_iter().map(|l| l.stop(grace)))
+            .await
+            .into_iter()
+            .sum();
+        if cut > 0 {
+            tracing::warn!(
+                connections = cut,
+                "client connections closed at the end of the grace period"
+            );
         }
+        join_all(pools.iter().map(|p| p.shutdown())).await;
+        self.retiring.close();
+        self.retiring.wait().await;
     }
 }
 

@@ -2,19 +2,27 @@
 //! bind the admin listener, start the pools, then follow config changes — from a file
 //! (`start`) or from the controller's roster stream (`start_controlled`). `main.rs` is a thin
 //! shell over these, and integration tests call them directly.
+//!
+//! Stopping is `terminate` on SIGTERM, the way a Kubernetes pod should leave (`drain::shutdown`
+//! has the plan): `/ready` turns not-ready at once, traffic is served as usual for the pre-stop
+//! window, then every listener stops accepting at the same moment and tells its clients
+//! (`Connection: close`, GOAWAY), the requests in flight get the grace period, and every pool
+//! closes its connections.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
-use crate::admin::{self, AdminState};
+use crate::admin::{self, AdminState, Readiness};
 use crate::config::{self, SidecarConfig};
+use crate::drain::ShutdownPlan;
 use crate::metrics::Metrics;
+use crate::pool::Tuning;
 use crate::roster::{self, RosterOptions};
 use crate::runtime::Runtime;
 
@@ -34,11 +42,20 @@ pub struct ControlledOptions {
     pub roster: RosterOptions,
 }
 
+/// What both modes share beyond where they listen: the request path's knobs and the exit plan.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    pub tuning: Tuning,
+    pub shutdown: ShutdownPlan,
+}
+
 /// A running sidecar.
 pub struct Sidecar {
     pub admin_addr: SocketAddr,
     pub runtime: Arc<Runtime>,
     pub metrics: Arc<Metrics>,
+    admin: Arc<AdminState>,
+    shutdown: ShutdownPlan,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -61,10 +78,15 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
 }
 
-/// Start everything and return once every pool listens.
+/// Start everything with the default run options and return once every pool listens.
 pub async fn start(options: Options) -> Result<Sidecar, StartError> {
+    start_with(options, RunOptions::default()).await
+}
+
+/// Start everything and return once every pool listens.
+pub async fn start_with(options: Options, run: RunOptions) -> Result<Sidecar, StartError> {
     let (initial, loaded) = SidecarConfig::load_bytes(&options.config)?;
-    let mut sidecar = Sidecar::boot(options.admin_listen, &initial).await?;
+    let mut sidecar = Sidecar::boot(options.admin_listen, &initial, run).await?;
     let (tx, mut rx) = watch::channel(Arc::new(initial));
     sidecar.tasks.push(config::watch::spawn(
         options.config.clone(),
@@ -90,8 +112,17 @@ pub async fn start(options: Options) -> Result<Sidecar, StartError> {
 /// (answering 503 `no-endpoints` until its first roster), then follows the `Watch` stream and
 /// reports health on `Report`.
 pub async fn start_controlled(options: ControlledOptions) -> Result<Sidecar, StartError> {
+    start_controlled_with(options, RunOptions::default()).await
+}
+
+/// `start_controlled` with chosen run options.
+pub async fn start_controlled_with(
+    options: ControlledOptions,
+    run: RunOptions,
+) -> Result<Sidecar, StartError> {
     let channel = options.roster.channel()?;
-    let mut sidecar = Sidecar::boot(options.admin_listen, &options.roster.initial_config()).await?;
+    let mut sidecar =
+        Sidecar::boot(options.admin_listen, &options.roster.initial_config(), run).await?;
     let roster = roster::spawn(&options.roster, channel, Arc::clone(&sidecar.runtime));
     sidecar.tasks.extend(roster.tasks);
     tracing::info!(admin = %sidecar.admin_addr, controller = %options.roster.controller, "sidecar started");
@@ -100,47 +131,73 @@ pub async fn start_controlled(options: ControlledOptions) -> Result<Sidecar, Sta
 
 impl Sidecar {
     /// What both modes share: metrics, runtime, admin listener, and the first configuration.
-    async fn boot(admin_listen: SocketAddr, initial: &SidecarConfig) -> Result<Self, StartError> {
+    async fn boot(
+        admin_listen: SocketAddr,
+        initial: &SidecarConfig,
+        run: RunOptions,
+    ) -> Result<Self, StartError> {
         let metrics = Arc::new(Metrics::new()?);
-        let runtime = Arc::new(Runtime::new(Arc::clone(&metrics)));
+        let runtime = Arc::new(Runtime::with_tuning(Arc::clone(&metrics), run.tuning));
         let admin_error = |source| StartError::Admin {
             addr: admin_listen,
             source,
         };
         let admin_listener = admin::bind(admin_listen).await.map_err(admin_error)?;
         let admin_addr = admin_listener.local_addr().map_err(admin_error)?;
-        let state = Arc::new(AdminState {
+        let admin = Arc::new(AdminState {
             runtime: Arc::clone(&runtime),
             metrics: Arc::clone(&metrics),
-            ready: AtomicBool::new(false),
+            readiness: Readiness::default(),
         });
         let tasks = vec![tokio::spawn(admin::serve(
             admin_listener,
-            Arc::clone(&state),
+            Arc::clone(&admin),
         ))];
         if let Err(error) = runtime.apply(initial).await {
-            runtime.shutdown().await;
+            runtime.shutdown_within(Duration::ZERO).await;
             for task in &tasks {
                 task.abort();
             }
             return Err(StartError::Pools(error));
         }
-        state.ready.store(true, Ordering::Release);
+        admin.readiness.ready();
         Ok(Self {
             admin_addr,
             runtime,
             metrics,
+            admin,
+            shutdown: run.shutdown,
             tasks,
         })
     }
-}
 
-impl Sidecar {
-    /// Stop accepting, let in-flight requests finish, close everything.
+    /// Stop at once: not ready, stop accepting, give in-flight requests the grace period,
+    /// close everything. For tests and embedders; the binary uses `terminate`.
     pub async fn shutdown(self) {
+        self.admin.readiness.stopping();
+        self.finish().await;
+    }
+
+    /// Leave as SIGTERM asks: not ready now, serve through the pre-stop window (cut short when
+    /// `hurry` completes: a second signal), then stop accepting and drain within the grace.
+    pub async fn terminate(self, hurry: impl Future<Output = ()>) {
+        let signalled = Instant::now();
+        self.admin.readiness.stopping();
+        let stop_accepting = self.shutdown.stop_accepting(signalled, None);
+        tracing::info!(pre_stop = ?self.shutdown.pre_stop, grace = ?self.shutdown.grace, "told to stop: not ready; serving through the pre-stop window");
+        tokio::select! {
+            _ = tokio::time::sleep_until(stop_accepting) => {}
+            _ = hurry => tracing::info!("second signal: ending the pre-stop window early"),
+        }
+        self.finish().await;
+    }
+
+    async fn finish(self) {
+        tracing::info!(grace = ?self.shutdown.grace, "stopping every listener; requests in flight get the grace period");
+        self.runtime.shutdown_within(self.shutdown.grace).await;
         for task in &self.tasks {
             task.abort();
         }
-        self.runtime.shutdown().await;
+        tracing::info!("stopped");
     }
 }

@@ -1,10 +1,11 @@
 //! The admin listener (localhost by default): `/metrics` in the Prometheus text format,
 //! `/endpoints` (every endpoint's state, reason, since and counters as JSON — the same facts
-//! the controller receives), `/ready` (200 once the configured pools listen) and `/live`.
+//! the controller receives), `/ready` (200 once the configured pools listen, 503 again from the
+//! moment the sidecar is told to stop) and `/live`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -24,7 +25,44 @@ use crate::runtime::Runtime;
 pub struct AdminState {
     pub runtime: Arc<Runtime>,
     pub metrics: Arc<Metrics>,
-    pub ready: AtomicBool,
+    pub readiness: Readiness,
+}
+
+/// Where the sidecar stands, as `/ready` says it.
+#[derive(Debug, Default)]
+pub struct Readiness(AtomicU8);
+
+impl Readiness {
+    const STARTING: u8 = 0;
+    const READY: u8 = 1;
+    const STOPPING: u8 = 2;
+
+    /// Every pool listens.
+    pub fn ready(&self) {
+        let _ = self.0.compare_exchange(
+            Self::STARTING,
+            Self::READY,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// Told to stop: not ready from now on, whatever happens next.
+    pub fn stopping(&self) {
+        self.0.store(Self::STOPPING, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire) == Self::READY
+    }
+
+    fn text(&self) -> &'static str {
+        match self.0.load(Ordering::Acquire) {
+            Self::READY => "ready\n",
+            Self::STOPPING => "shutting down\n",
+            _ => "starting\n",
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -91,11 +129,12 @@ async fn handle(state: &AdminState, req: Request<Incoming>) -> Response<Full<Byt
             }
         }
         "/ready" => {
-            if state.ready.load(Ordering::Acquire) {
-                text(StatusCode::OK, "ready\n".into())
+            let status = if state.readiness.is_ready() {
+                StatusCode::OK
             } else {
-                text(StatusCode::SERVICE_UNAVAILABLE, "starting\n".into())
-            }
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            text(status, state.readiness.text().into())
         }
         "/live" => text(StatusCode::OK, "live\n".into()),
         _ => text(

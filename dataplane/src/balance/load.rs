@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::outcome::Verdict;
+
 /// Time constant of both averages (Finagle and Linkerd use 10 s for peak-EWMA). A sample that
 /// arrives `dt` after the previous one weighs `1 - exp(-dt / EWMA_DECAY)` in the latency average.
 pub const EWMA_DECAY: Duration = Duration::from_secs(10);
@@ -23,19 +25,6 @@ const ERROR_ALPHA: f64 = 0.01;
 
 /// Marks "no latency sample yet" (a NaN payload we never store as a value).
 const EMPTY: u64 = u64::MAX;
-
-/// How one request went, as the proxy classifies it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// An answer that is not an endpoint fault (2xx-4xx): its latency is averaged.
-    Success,
-    /// An endpoint fault (5xx, connect failure, reset, timeout): counts in the error rate, its
-    /// latency is never averaged (a fast failure must not look like a fast endpoint).
-    Failure,
-    /// Says nothing about the endpoint (the client went away, the deadline was ours): nothing
-    /// is recorded.
-    Ignored,
-}
 
 /// Live statistics of one endpoint. Create one per endpoint when it joins the pool and keep it
 /// for as long as the endpoint stays.
@@ -123,14 +112,18 @@ impl EndpointLoad {
     }
 
     /// Record how a request went. Private: outcomes come in through [`InFlight::finish`].
-    fn record(&self, outcome: Outcome, latency: Duration, now: Instant) {
-        match outcome {
-            Outcome::Success => {
+    /// A 1xx–4xx answer is a success sample (its latency is averaged: a 4xx is the endpoint
+    /// doing its job); a 5xx or gateway error counts in the error rate and its latency is never
+    /// averaged (a fast failure must not look like a fast endpoint); what was not the endpoint's
+    /// doing records nothing.
+    fn record(&self, verdict: Verdict, latency: Duration, now: Instant) {
+        match verdict {
+            Verdict::Success | Verdict::ClientError => {
                 self.observe_latency(latency.as_secs_f64(), now);
                 self.observe_error(0.0, now);
             }
-            Outcome::Failure => self.observe_error(1.0, now),
-            Outcome::Ignored => {}
+            Verdict::ServerError | Verdict::GatewayError => self.observe_error(1.0, now),
+            Verdict::NotTheEndpoint => {}
         }
     }
 
@@ -197,8 +190,8 @@ impl EndpointLoad {
 impl InFlight {
     /// Record how the request went, then release it. `latency` is the time to the answer's
     /// headers (or to the failure).
-    pub fn finish(self, outcome: Outcome, latency: Duration, now: Instant) {
-        self.load.record(outcome, latency, now);
+    pub fn finish(self, verdict: Verdict, latency: Duration, now: Instant) {
+        self.load.record(verdict, latency, now);
     }
 
     /// The endpoint this request went to.

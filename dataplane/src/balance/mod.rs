@@ -20,7 +20,7 @@
 //! tried.push(endpoint.addr);
 //! let in_flight = endpoint.load.start();               // released when dropped
 //! // ... send; then, for an answer or a failure that is the endpoint's:
-//! in_flight.finish(Outcome::Success /* or Failure, Ignored */, latency, Instant::now());
+//! in_flight.finish(verdict /* crate::outcome::Verdict */, latency, Instant::now());
 //! ```
 
 mod load;
@@ -31,6 +31,6 @@ mod share;
 #[cfg(test)]
 mod test_support;
 
-pub use load::{EWMA_DECAY, EndpointLoad, InFlight, Outcome};
+pub use load::{EWMA_DECAY, EndpointLoad, InFlight};
 pub use selector::{Candidate, Selector};
 pub use share::{DEFAULT_SHARE_WINDOW, ShareTracker};

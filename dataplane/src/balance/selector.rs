@@ -1,6 +1,6 @@
 //! The selector: which eligible endpoint gets the next request. One is built for each candidate
 //! set (every roster or health change) and swapped in whole by the pool, as in Pingora; picking
-//! never allocates and touches only atomics, except round robin's small lock.
+//! never allocates and touches only atomics.
 //!
 //! Costs, compared between two random candidates (power of two choices), lower wins:
 //! - `LeastRequest`: `(outstanding + 1) / weight × penalty`;
@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 use super::load::EndpointLoad;
 use super::ring::{Ring, key_hash};
-use super::round_robin::SmoothRoundRobin;
+use super::round_robin::Schedule;
 use super::share::{EndpointShare, ShareTracker};
 
 /// Cost multiplier per unit of error rate above the noise floor:
@@ -91,7 +91,7 @@ pub struct Selector {
     candidates: Vec<Candidate>,
     slots: Vec<Slot>,
     share: Arc<ShareTracker>,
-    round_robin: Option<SmoothRoundRobin>,
+    round_robin: Option<Schedule>,
     ring: Option<Arc<Ring>>,
 }
 
@@ -147,7 +147,7 @@ impl Selector {
             .collect();
         share.prune();
         let round_robin = (config.algorithm == Algorithm::RoundRobin)
-            .then(|| SmoothRoundRobin::new(weights.iter().copied()));
+            .then(|| Schedule::new(weights.iter().copied()));
         let ring = (config.algorithm == Algorithm::RingHash)
             .then(|| share.ring(candidates.iter().map(|c| c.addr).zip(weights).collect()));
         let multiple = config.max_share_multiple;
@@ -334,13 +334,12 @@ impl Selector {
 
     // --- round robin and ring ---
 
-    fn round_robin(&self, round_robin: &SmoothRoundRobin, pick: &Pick<'_>) -> Option<usize> {
+    fn round_robin(&self, round_robin: &Schedule, pick: &Pick<'_>) -> Option<usize> {
         let mut capped = [usize::MAX; ROUND_ROBIN_CAP_TRIES];
         for slot in 0..ROUND_ROBIN_CAP_TRIES {
-            let next = round_robin.next(
-                |i| &self.slots[i].share.round_robin,
-                |i| self.excluded(i, pick) || capped.contains(&i),
-            );
+            let next = round_robin.next(self.share.round_robin_cursor(), |i| {
+                self.excluded(i, pick) || capped.contains(&i)
+            });
             let Some(index) = next else { break };
             if !self.over_cap(index, pick) {
                 return Some(index);

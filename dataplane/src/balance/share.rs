@@ -1,7 +1,7 @@
 //! Recent picks per endpoint and in total over a short sliding window, so a selector can hold
 //! every endpoint to a multiple of its fair share. One `ShareTracker` belongs to a pool and
-//! outlives the selectors built over it: a rebuild picks up each endpoint's state by address
-//! (its window, and its round-robin score, so the rotation continues across rebuilds). It also
+//! outlives the selectors built over it: a rebuild picks up each endpoint's window by address,
+//! and the round-robin cursor, so the rotation continues across rebuilds. It also
 //! keeps the last hash ring, since the pool rebuilds on every health tick and a ring of tens of
 //! thousands of points is worth reusing while the endpoints and weights stay the same.
 //!
@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -38,6 +38,8 @@ pub struct ShareTracker {
     total: PickWindow,
     endpoints: Mutex<HashMap<SocketAddr, Arc<EndpointShare>>>,
     ring: Mutex<Option<CachedRing>>,
+    /// Where round robin is in its cycle.
+    round_robin: AtomicU64,
 }
 
 /// A ring and the `(address, effective weight)` list it was built from.
@@ -47,8 +49,6 @@ type CachedRing = (Vec<(SocketAddr, f64)>, Arc<Ring>);
 #[derive(Debug, Default)]
 pub(crate) struct EndpointShare {
     pub(crate) picks: PickWindow,
-    /// Smooth round robin's running score.
-    pub(crate) round_robin: AtomicI64,
 }
 
 /// Picks counted in time buckets; see the module header.
@@ -74,6 +74,7 @@ impl ShareTracker {
             total: PickWindow::default(),
             endpoints: Mutex::new(HashMap::new()),
             ring: Mutex::new(None),
+            round_robin: AtomicU64::new(0),
         }
     }
 
@@ -114,6 +115,11 @@ impl ShareTracker {
         let ring = Arc::new(Ring::new(&endpoints));
         *cached = Some((endpoints, Arc::clone(&ring)));
         ring
+    }
+
+    /// Round robin's cursor, shared by every selector built over this tracker.
+    pub(crate) fn round_robin_cursor(&self) -> &AtomicU64 {
+        &self.round_robin
     }
 
     pub(crate) fn tick(&self, now: Instant) -> u64 {

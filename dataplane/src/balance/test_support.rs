@@ -12,7 +12,8 @@ use rand::{Rng, SeedableRng};
 use rollcall_api::policy::{Algorithm, LoadBalancer};
 use tokio::time::Instant;
 
-use super::{Candidate, EndpointLoad, InFlight, Outcome, Selector, ShareTracker};
+use super::{Candidate, EndpointLoad, InFlight, Selector, ShareTracker};
+use crate::outcome::Verdict;
 
 pub(crate) fn addr(n: u8) -> SocketAddr {
     SocketAddr::from(([10, 0, 0, n], 8080))
@@ -107,7 +108,7 @@ impl Fixture {
     pub(crate) fn succeed(&self, index: usize, latency: Duration, at: Instant) {
         self.loads[index]
             .start()
-            .finish(Outcome::Success, latency, at);
+            .finish(Verdict::Success, latency, at);
     }
 }
 
@@ -150,7 +151,7 @@ pub(crate) fn simulate(
 ) -> Vec<u64> {
     let mut rng = rng(seed);
     let mut counts = vec![0; backends.len()];
-    let mut in_flight: Vec<(u64, InFlight, Outcome, Duration)> = Vec::new();
+    let mut in_flight: Vec<(u64, InFlight, Verdict, Duration)> = Vec::new();
     for n in 0..requests {
         let now_ms = n * gap_ms;
         let (done, pending): (Vec<_>, Vec<_>) = in_flight
@@ -169,9 +170,9 @@ pub(crate) fn simulate(
         counts[index] += 1;
         let backend = backends[index];
         let outcome = if rng.random_bool(backend.failure_rate) {
-            Outcome::Failure
+            Verdict::GatewayError
         } else {
-            Outcome::Success
+            Verdict::Success
         };
         let done_ms = now_ms + u64::try_from(backend.latency.as_millis()).unwrap_or(u64::MAX);
         in_flight.push((

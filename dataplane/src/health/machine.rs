@@ -15,19 +15,25 @@
 //!   a roster flap does not launder an ejection. Evidence about draining endpoints only counts in
 //!   the probe totals and the last error.
 //! - Slow start applies after probation and to a newcomer joining a pool that already has a
-//!   `Healthy` endpoint, so the first roster of a pool starts at full weight.
+//!   `Healthy` endpoint, from the moment it joins (it is routed while `Unknown`, so its ramp
+//!   must already run then); the first roster of a pool starts at full weight.
+//! - Probation is earned on real requests while the pool has traffic (a request outcome within
+//!   `RECENT_TRAFFIC`): a TCP probe cannot see fast 5xx. An idle pool's probes still count, or
+//!   its endpoints would stay on probation until traffic returned.
 //! - Probation failures re-eject regardless of `maxEjectionPercent` (probation is already out).
 //! - The error rate is checked on every non-4xx request; a plain 5xx breaks a gateway streak.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use crate::outlier::Outcome;
+use crate::outcome::Verdict;
 
 mod endpoint;
 mod report;
+mod roster;
 mod types;
 
 pub use report::{EndpointReport, Summary, wall_clock};
@@ -35,12 +41,18 @@ pub use types::{Event, HealthSettings, Reason, Route, RouteClass, Routes, State}
 
 use endpoint::{Drain, Endpoint};
 
+/// A pool whose last request outcome is younger than this has traffic: probation is then
+/// earned on requests, not probes.
+pub const RECENT_TRAFFIC: Duration = Duration::from_secs(10);
+
 /// Health of every endpoint of one pool, keyed (and listed) by address.
 #[derive(Clone, Debug)]
 pub struct PoolHealth {
     settings: HealthSettings,
     endpoints: BTreeMap<SocketAddr, Endpoint>,
     panic: bool,
+    /// When the last request outcome (of any endpoint) was recorded.
+    last_request: Option<Instant>,
 }
 
 // === impl PoolHealth ===
@@ -51,6 +63,7 @@ impl PoolHealth {
             settings,
             endpoints: BTreeMap::new(),
             panic: false,
+            last_request: None,
         }
     }
 
@@ -63,65 +76,6 @@ impl PoolHealth {
     /// `tick` (or event), so a caller with nowhere to put events here loses none.
     pub fn set_settings(&mut self, settings: HealthSettings) {
         self.settings = settings;
-    }
-
-    /// The endpoint is in the roster. New ones start `Unknown` (eligible); `terminating` ones
-    /// drain; a draining one that is back and not terminating returns to the state it left.
-    pub fn upsert(&mut self, addr: SocketAddr, terminating: bool, now: Instant) -> Vec<Event> {
-        let mut events = Vec::new();
-        if !self.endpoints.contains_key(&addr) {
-            // A newcomer to a pool that is already serving ramps up once healthy; the first
-            // roster of a pool (nothing proven healthy yet) starts at full weight.
-            let serving = self.endpoints.values().any(|e| e.state == State::Healthy);
-            self.endpoints.insert(addr, Endpoint::new(serving, now));
-        }
-        let Some(ep) = self.endpoints.get_mut(&addr) else {
-            return events;
-        };
-        match (ep.drain, terminating) {
-            (None, true) => {
-                ep.drain = Some((Drain::Terminating, ep.state));
-                ep.set_state(addr, State::Draining, Reason::Terminating, now, &mut events);
-            }
-            (Some((Drain::Removed, resume)), true) => {
-                ep.drain = Some((Drain::Terminating, resume));
-                ep.reason = Reason::Terminating;
-            }
-            (Some((_, resume)), false) => {
-                ep.drain = None;
-                ep.set_state(addr, resume, Reason::BackInRoster, now, &mut events);
-            }
-            (None, false) | (Some((Drain::Terminating, _)), true) => {}
-        }
-        self.update_panic(&mut events);
-        events
-    }
-
-    /// The endpoint left the roster: it drains (never routed again) until [`Self::forget`].
-    pub fn remove(&mut self, addr: SocketAddr, now: Instant) -> Vec<Event> {
-        let mut events = Vec::new();
-        let Some(ep) = self.endpoints.get_mut(&addr) else {
-            return events;
-        };
-        match ep.drain {
-            None => {
-                ep.drain = Some((Drain::Removed, ep.state));
-                ep.set_state(
-                    addr,
-                    State::Draining,
-                    Reason::RemovedFromRoster,
-                    now,
-                    &mut events,
-                );
-            }
-            Some((Drain::Terminating, resume)) => {
-                ep.drain = Some((Drain::Removed, resume));
-                ep.reason = Reason::RemovedFromRoster;
-            }
-            Some((Drain::Removed, _)) => {}
-        }
-        self.update_panic(&mut events);
-        events
     }
 
     /// Stop tracking an endpoint (once drained, or at its drain timeout). Forgetting one that
@@ -143,6 +97,7 @@ impl PoolHealth {
         // Only a failure can trip an ejection; the pool-wide count is O(endpoints), so it is
         // not paid on every success.
         let may_eject = !ok && self.may_eject();
+        let traffic = self.has_traffic(now);
         let s = &self.settings;
         let Some(ep) = self.endpoints.get_mut(&addr) else {
             return events;
@@ -185,7 +140,11 @@ impl PoolHealth {
                 }
             }
             (State::Ejected, _) => ep.try_readmit(addr, s, now, &mut events),
-            (State::Probation, true) => probation_success(ep, addr, s, now, &mut events),
+            // With traffic flowing, probation is earned on requests (see the module header).
+            (State::Probation, true) if !traffic => {
+                probation_success(ep, addr, s, now, &mut events);
+            }
+            (State::Probation, true) => {}
             (State::Probation, false) => {
                 ep.eject(addr, Reason::ProbationFailed, s, now, &mut events);
             }
@@ -198,42 +157,46 @@ impl PoolHealth {
         events
     }
 
-    /// One real request's outcome. Ignored while `Ejected` (routed only in panic) or
-    /// `Draining`; a 4xx never counts.
+    /// One real request's verdict. Ignored while `Ejected` (routed only in panic) or
+    /// `Draining`; a 4xx never counts, and what was not the endpoint's doing is not evidence.
     pub fn record_request(
         &mut self,
         addr: SocketAddr,
-        outcome: Outcome,
+        verdict: Verdict,
         detail: &str,
         now: Instant,
     ) -> Vec<Event> {
         let mut events = Vec::new();
-        let may_eject = outcome.is_failure() && self.may_eject();
+        if verdict == Verdict::NotTheEndpoint {
+            return events;
+        }
+        self.last_request = Some(now);
+        let may_eject = verdict.is_failure() && self.may_eject();
         let s = &self.settings;
         let Some(ep) = self.endpoints.get_mut(&addr) else {
             return events;
         };
         ep.decay(s.base_ejection, now);
-        if outcome.is_failure() {
+        if verdict.is_failure() {
             ep.note_error(detail, now);
         }
         match ep.state {
             State::Ejected | State::Draining => return events,
-            State::Probation => match outcome {
-                Outcome::Success => probation_success(ep, addr, s, now, &mut events),
-                Outcome::ClientError => {}
-                Outcome::ServerError | Outcome::GatewayError => {
+            State::Probation => match verdict {
+                Verdict::Success => probation_success(ep, addr, s, now, &mut events),
+                Verdict::ClientError | Verdict::NotTheEndpoint => {}
+                Verdict::ServerError | Verdict::GatewayError => {
                     ep.eject(addr, Reason::ProbationFailed, s, now, &mut events);
                 }
             },
             State::Unknown | State::Healthy => {
-                if outcome == Outcome::Success {
+                if verdict == Verdict::Success {
                     ep.suppressed = false;
                     if ep.state == State::Unknown && !s.probes_enabled {
                         ep.become_healthy(addr, Reason::RequestSucceeded, now, &mut events);
                     }
                 }
-                if let Some(t) = ep.detector.record(outcome, &s.limits(), now) {
+                if let Some(t) = ep.detector.record(verdict, &s.limits(), now) {
                     trip(ep, addr, t.into(), may_eject, s, now, &mut events);
                 }
             }
@@ -243,6 +206,12 @@ impl PoolHealth {
             self.update_panic(&mut events);
         }
         events
+    }
+
+    /// Whether the pool has seen request outcomes lately (probation then needs real ones).
+    pub fn has_traffic(&self, now: Instant) -> bool {
+        self.last_request
+            .is_some_and(|at| now.saturating_duration_since(at) < RECENT_TRAFFIC)
     }
 
     /// Periodic upkeep: ejections that have been served, decay of the ejection multiplier,

@@ -2,10 +2,10 @@
 //! has a real timeout; intervals carry random jitter so a fleet of sidecars does not probe in
 //! lock-step; the first probe goes out at once (after a little jitter) so `Unknown` resolves
 //! fast. TCP probes connect and close; HTTP probes open a fresh connection and `GET` the path,
-//! expecting a status in range. Results go to the pool, which feeds the pure health machine.
+//! expecting a status in range. The task knows nothing of pools: it reads the current check from
+//! a watch channel and hands each result to `report`, which says whether anyone still listens.
 
 use std::net::SocketAddr;
-use std::sync::Weak;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,22 +14,24 @@ use hyper_util::rt::TokioIo;
 use rand::Rng;
 use rollcall_api::policy::{HealthCheck, HealthCheckType};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
-use crate::pool::{Endpoint, Pool};
-
-/// Probe one endpoint for as long as both it and its pool exist.
-pub async fn run(pool: Weak<Pool>, endpoint: Weak<Endpoint>) {
+/// Probe `addr` with the check `settings` holds now, until `report` returns `false` or the
+/// settings go away. `report(ok, detail)` gets every result.
+pub async fn run(
+    addr: SocketAddr,
+    mut settings: watch::Receiver<HealthCheck>,
+    mut report: impl FnMut(bool, String) -> bool,
+) {
     let mut first = true;
     loop {
-        let Some(check) = pool
-            .upgrade()
-            .map(|p| p.settings().policy.health_check.clone())
-        else {
-            return;
-        };
+        let check = settings.borrow_and_update().clone();
         if check.kind == HealthCheckType::None {
-            // Re-read the policy now and then: a reload may turn probes on.
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            // Probes are off: wait for a reload that turns them on.
+            if settings.changed().await.is_err() {
+                return;
+            }
+            first = true;
             continue;
         }
         let wait = if first {
@@ -39,16 +41,12 @@ pub async fn run(pool: Weak<Pool>, endpoint: Weak<Endpoint>) {
         };
         first = false;
         tokio::time::sleep(wait).await;
-        let Some(addr) = endpoint.upgrade().map(|e| e.addr) else {
-            return;
+        let (ok, detail) = match probe(addr, &check).await {
+            Ok(()) => (true, String::new()),
+            Err(detail) => (false, detail),
         };
-        let result = probe(addr, &check).await;
-        let Some(pool) = pool.upgrade() else {
+        if !report(ok, detail) {
             return;
-        };
-        match result {
-            Ok(()) => pool.record_probe(addr, true, ""),
-            Err(detail) => pool.record_probe(addr, false, &detail),
         }
     }
 }

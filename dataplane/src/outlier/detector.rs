@@ -1,5 +1,6 @@
-//! One endpoint's passive detector: classifies request outcomes and says when one of the three
-//! passive rules (consecutive gateway errors, consecutive 5xx, error rate) has tripped.
+//! One endpoint's passive detector: folds in request verdicts (`crate::outcome::Verdict`) and
+//! says when one of the three passive rules (consecutive gateway errors, consecutive 5xx, error
+//! rate) has tripped.
 //!
 //! Rules, as Envoy's outlier detection has them: a 4xx is the client's problem and is invisible
 //! here (it neither counts nor breaks a streak, nor enters the error rate); a gateway error
@@ -11,19 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Consecutive, ErrorRateWindow, WindowCounts};
-
-/// How one request to an endpoint ended, as far as the endpoint's health is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// 1xx–3xx: the endpoint did its job.
-    Success,
-    /// 4xx: the client's problem; never counts for or against an endpoint.
-    ClientError,
-    /// A 5xx other than 502/503/504: the application's own failure.
-    ServerError,
-    /// Connect refused, reset, timeout, or a 502/503/504 answer.
-    GatewayError,
-}
+use crate::outcome::Verdict;
 
 /// Which passive rule tripped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,25 +41,6 @@ pub struct Detector {
     window: ErrorRateWindow,
 }
 
-// === impl Outcome ===
-
-impl Outcome {
-    /// Classify an HTTP status an endpoint answered with.
-    pub fn from_status(status: u16) -> Self {
-        match status {
-            502..=504 => Self::GatewayError,
-            500..=599 => Self::ServerError,
-            400..=499 => Self::ClientError,
-            _ => Self::Success,
-        }
-    }
-
-    /// Counts against the endpoint (a 5xx or a gateway error).
-    pub fn is_failure(self) -> bool {
-        matches!(self, Self::ServerError | Self::GatewayError)
-    }
-}
-
 // === impl Detector ===
 
 impl Detector {
@@ -78,27 +48,27 @@ impl Detector {
         Self::default()
     }
 
-    /// Fold one outcome in; returns the first rule that has tripped, checked in the order
+    /// Fold one verdict in; returns the first rule that has tripped, checked in the order
     /// gateway errors, 5xx, error rate. The streaks are not reset here: the caller decides what
     /// a trip means (an ejection, or a suppressed one) and calls [`Detector::reset`].
-    pub fn record(&mut self, outcome: Outcome, limits: &Limits, now: Instant) -> Option<Trip> {
-        match outcome {
-            Outcome::ClientError => return None,
-            Outcome::Success => {
+    pub fn record(&mut self, verdict: Verdict, limits: &Limits, now: Instant) -> Option<Trip> {
+        match verdict {
+            Verdict::ClientError | Verdict::NotTheEndpoint => return None,
+            Verdict::Success => {
                 self.gateway.reset();
                 self.server.reset();
             }
-            Outcome::ServerError => {
+            Verdict::ServerError => {
                 self.gateway.reset();
                 self.server.failure();
             }
-            Outcome::GatewayError => {
+            Verdict::GatewayError => {
                 self.gateway.failure();
                 self.server.failure();
             }
         }
         let window = limits.error_rate_window;
-        self.window.record(outcome.is_failure(), window, now);
+        self.window.record(verdict.is_failure(), window, now);
         if self.gateway.reached(limits.consecutive_gateway_errors) {
             Some(Trip::ConsecutiveGatewayErrors)
         } else if self.server.reached(limits.consecutive_5xx) {

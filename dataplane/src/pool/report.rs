@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::time::SystemTime;
 use tokio::time::Instant;
 
-use super::Endpoint;
+use super::endpoint::Endpoint;
 use crate::health::machine::{EndpointReport, Event, State, wall_clock};
 use crate::metrics::{Metrics, STATES};
 

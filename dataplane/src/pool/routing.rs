@@ -1,7 +1,11 @@
-//! The routing snapshot the request path reads without a lock, how it is rebuilt from the
-//! health machine's routes, and how one try picks from it: probation endpoints get their
-//! trickle first, then the balancer chooses among the normal ones, and a terminating endpoint is
-//! used only when nothing else can serve.
+//! The routing snapshot: what the request path routes on, published whole by the pool's owner
+//! and read without a lock. Each carries a version (one more than the last one published, by the
+//! one owner that publishes, so a newer snapshot can never be replaced by an older one) and the
+//! pool's settings of that moment, so one load gives a consistent view.
+//!
+//! How one try picks from it: probation endpoints get their trickle first, then the balancer
+//! chooses among the normal ones, and a terminating endpoint is used only when nothing else can
+//! serve. Picking allocates nothing.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -10,123 +14,134 @@ use std::sync::Arc;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::{Endpoint, NoEndpoint, Pool};
-use crate::balance::{Candidate, Selector};
+use super::endpoint::Endpoint;
+use super::settings::PoolSettings;
+use crate::balance::Selector;
 use crate::health::machine::RouteClass;
+use crate::retry::LocalAnswer;
 
-/// What the request path routes on; rebuilt after every health change.
-pub(super) struct Routing {
+/// What the request path routes on.
+pub struct Routing {
+    pub version: u64,
+    pub settings: Arc<PoolSettings>,
+    pub(super) name: Arc<str>,
     pub(super) selector: Selector,
-    pub(super) by_addr: HashMap<SocketAddr, Arc<Endpoint>>,
+    /// The endpoints the selector chooses among.
+    pub(super) normal: HashMap<SocketAddr, Arc<Endpoint>>,
     pub(super) probation: Vec<Arc<Endpoint>>,
     pub(super) fallback: Vec<Arc<Endpoint>>,
+    /// Endpoints in the roster (draining ones that left it not counted).
     pub(super) total: usize,
     /// Some endpoint is still ramping up (slow start): rebuild on every tick.
     pub(super) ramping: bool,
 }
 
-impl Pool {
-    /// Pick an endpoint for a try, never one in `exclude` while another can serve.
+/// Why no endpoint could be picked: the answer, and a sentence for its body.
+#[derive(Debug)]
+pub struct NoEndpoint {
+    pub answer: LocalAnswer,
+    pub message: String,
+}
+
+impl Routing {
+    /// Pick an endpoint for a try, never one in `exclude` (tried already by this request).
     pub fn pick(
         &self,
         hash_key: Option<&[u8]>,
         exclude: &[SocketAddr],
+        now: Instant,
     ) -> Result<Arc<Endpoint>, NoEndpoint> {
-        let routing = self.routing.load();
-        let now = Instant::now();
-        let untried = |e: &&Arc<Endpoint>| !exclude.contains(&e.addr);
-        let share = self.settings.load().probation_share;
-        if !routing.probation.is_empty()
+        let share = self.settings.probation_share;
+        if !self.probation.is_empty()
             && rand::rng().random_bool(share.clamp(0.0, 1.0))
-            && let Some(endpoint) = choose(&routing.probation, untried)
+            && let Some(endpoint) = choose(&self.probation, exclude)
         {
             return Ok(endpoint);
         }
-        if let Some(candidate) = routing.selector.pick(hash_key, exclude, now)
-            && let Some(endpoint) = routing.by_addr.get(&candidate.addr)
+        if let Some(candidate) = self.selector.pick(hash_key, exclude, now)
+            && let Some(endpoint) = self.normal.get(&candidate.addr)
         {
             return Ok(Arc::clone(endpoint));
         }
         if let Some(endpoint) =
-            choose(&routing.probation, untried).or_else(|| choose(&routing.fallback, untried))
+            choose(&self.probation, exclude).or_else(|| choose(&self.fallback, exclude))
         {
             return Ok(endpoint);
         }
-        Err(if routing.total == 0 {
-            NoEndpoint {
-                reason: "no-endpoints",
-                message: format!("pool {} has no endpoints", self.name),
-            }
+        Err(self.no_endpoint(exclude))
+    }
+
+    /// Whether an endpoint other than `exclude` and `also` could take a retry.
+    pub fn has_untried(&self, exclude: &[SocketAddr], also: SocketAddr) -> bool {
+        let untried = |addr: &SocketAddr| *addr != also && !exclude.contains(addr);
+        self.normal.keys().any(untried)
+            || self.probation.iter().any(|e| untried(&e.addr))
+            || self.fallback.iter().any(|e| untried(&e.addr))
+    }
+
+    /// Every routed endpoint and how (for tests and the owner's checks).
+    pub fn routed(&self) -> Vec<(SocketAddr, RouteClass)> {
+        let mut routed: Vec<(SocketAddr, RouteClass)> = self
+            .normal
+            .keys()
+            .map(|a| (*a, RouteClass::Normal))
+            .chain(
+                self.probation
+                    .iter()
+                    .map(|e| (e.addr, RouteClass::Probation)),
+            )
+            .chain(
+                self.fallback
+                    .iter()
+                    .map(|e| (e.addr, RouteClass::TerminatingFallback)),
+            )
+            .collect();
+        routed.sort_by_key(|(addr, _)| *addr);
+        routed
+    }
+
+    fn no_endpoint(&self, exclude: &[SocketAddr]) -> NoEndpoint {
+        let (reason, message) = if self.total == 0 {
+            (
+                "no-endpoints",
+                format!("pool {} has no endpoints", self.name),
+            )
         } else if !exclude.is_empty() {
-            NoEndpoint {
-                reason: "endpoints-exhausted",
-                message: format!(
+            (
+                "endpoints-exhausted",
+                format!(
                     "pool {}: every eligible endpoint was tried and failed",
                     self.name
                 ),
-            }
+            )
         } else {
-            NoEndpoint {
-                reason: "no-healthy-endpoints",
-                message: format!(
+            (
+                "no-healthy-endpoints",
+                format!(
                     "pool {}: none of its {} endpoints is eligible (ejected or draining)",
-                    self.name, routing.total
+                    self.name, self.total
                 ),
-            }
-        })
-    }
-
-    /// Build a new routing snapshot from the health machine's routes.
-    pub(super) fn rebuild(&self, now: Instant) {
-        let routes = self.health.lock().routes(now);
-        let endpoints = self.endpoints.read();
-        let mut candidates = Vec::new();
-        let mut by_addr = HashMap::new();
-        let mut probation = Vec::new();
-        let mut fallback = Vec::new();
-        for route in &routes.endpoints {
-            let Some(endpoint) = endpoints.get(&route.addr) else {
-                continue;
-            };
-            match route.class {
-                RouteClass::Normal => {
-                    candidates.push(Candidate {
-                        addr: route.addr,
-                        load: Arc::clone(&endpoint.load),
-                        weight_factor: route.weight_factor,
-                    });
-                    by_addr.insert(route.addr, Arc::clone(endpoint));
-                }
-                RouteClass::Probation => probation.push(Arc::clone(endpoint)),
-                RouteClass::TerminatingFallback => fallback.push(Arc::clone(endpoint)),
-            }
-        }
-        let settings = self.settings.load();
-        let ramping = candidates.iter().any(|c| c.weight_factor < 1.0);
-        let routing = Routing {
-            ramping,
-            selector: Selector::new(
-                &settings.policy.load_balancer,
-                candidates,
-                Arc::clone(&self.share),
-            ),
-            by_addr,
-            probation,
-            fallback,
-            total: endpoints
-                .values()
-                .filter(|e| e.removed_at.lock().is_none())
-                .count(),
+            )
         };
-        self.routing.store(Arc::new(routing));
+        NoEndpoint {
+            answer: LocalAnswer {
+                status: 503,
+                reason,
+            },
+            message,
+        }
     }
 }
 
-fn choose(list: &[Arc<Endpoint>], keep: impl Fn(&&Arc<Endpoint>) -> bool) -> Option<Arc<Endpoint>> {
-    let eligible: Vec<&Arc<Endpoint>> = list.iter().filter(keep).collect();
-    if eligible.is_empty() {
+/// A random endpoint of `list` not in `exclude`, without allocating: a random start, then the
+/// first allowed one from there.
+fn choose(list: &[Arc<Endpoint>], exclude: &[SocketAddr]) -> Option<Arc<Endpoint>> {
+    if list.is_empty() {
         return None;
     }
-    let i = rand::rng().random_range(0..eligible.len());
-    Some(Arc::clone(eligible[i]))
+    let start = rand::rng().random_range(0..list.len());
+    (0..list.len())
+        .map(|k| &list[(start + k) % list.len()])
+        .find(|e| !exclude.contains(&e.addr))
+        .cloned()
 }

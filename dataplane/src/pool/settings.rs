@@ -1,5 +1,6 @@
 //! A pool's policy turned into what the request path reads: parsed once per config, swapped
-//! whole on reload, never re-parsed per request.
+//! whole on reload (inside the routing snapshot), never re-parsed per request. `Tuning` holds the
+//! sidecar-wide knobs of the request path that come from the command line.
 
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use http::HeaderName;
 use rollcall_api::policy::{Algorithm, PoolPolicy, Protocol};
 
 use crate::retry::RetryRules;
+use crate::upstream::KeepAlive;
 
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
@@ -21,6 +23,29 @@ pub struct PoolSettings {
     /// Share of requests offered to endpoints on probation, 0–1.
     pub probation_share: f64,
     pub drain_timeout: Duration,
+}
+
+/// Knobs of the request path shared by every pool (command-line flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// A client's request body that sends nothing for this long is ended: `408`, charged to
+    /// no endpoint. Zero disables. nginx's `client_body_timeout`.
+    pub request_body_idle: Duration,
+    /// An endpoint's response body that sends nothing for this long is cut and charged to the
+    /// endpoint. Zero disables. nginx's `proxy_read_timeout`.
+    pub response_body_idle: Duration,
+    /// HTTP/2 PING keep-alive to the endpoints.
+    pub keepalive: KeepAlive,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            request_body_idle: Duration::from_secs(60),
+            response_body_idle: Duration::from_secs(60),
+            keepalive: KeepAlive::default(),
+        }
+    }
 }
 
 impl PoolSettings {

@@ -1,8 +1,9 @@
-//! One request's journey: pick an endpoint, get a connection, send, classify what came back,
-//! and decide (through `retry`) whether to try again elsewhere. Every try is recorded against
-//! its endpoint, even when a retry then succeeds. The in-flight count of an endpoint is held by
-//! a guard that travels with the response body, so it is released on every path: success,
-//! failure, timeout, and the client going away (the future is dropped).
+//! One request's journey, as a thin driver over the attempt planner (`retry::Plan`): prepare
+//! the request once, then pick an endpoint from the current routing snapshot, make a try
+//! (`attempt`), record it against its endpoint, and do what the planner says: retry after its
+//! back-off, or answer. Every try is recorded, even when a retry then succeeds. An endpoint's
+//! in-flight count is held by a guard that travels with its response body, so it is released on
+//! every path: success, failure, timeout, and the client going away (the future is dropped).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,18 +11,27 @@ use std::sync::Arc;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
+use rand::Rng;
 use tokio::time::Instant;
 
-use super::body::{TrackedBody, error_response};
+use super::answer::{self, error_response};
+use super::attempt::{self, Outgoing, TryResult};
+use super::client_body::{Progress, RequestBody};
 use super::headers::{add_forwarded, strip_hop_by_hop};
-use super::request::{RequestBody, SendError, build_request, grpc_timeout, prepare_body, send};
-use super::upstream::ProxyBody;
-use crate::balance::{self, InFlight};
-use crate::pool::{AttemptOutcome, Endpoint, Pool};
-use crate::retry::{Decision, Failure, RequestFacts};
+use super::request::{Target, grpc_timeout};
+use super::response_body::{Answered, TrackedBody};
+use crate::outcome::{Outcome, Verdict};
+use crate::pool::{Endpoint, Pool};
+use crate::retry::{Answer, Clock, LocalAnswer, Next, Plan, TryReport, planner};
+use crate::upstream::{ProxyBody, Release};
 
-/// Tries on a fresh connection after a pooled one was found dead before writing.
-const MAX_FREE_RETRIES: u32 = 3;
+/// A 5xx kept while a retry tries to do better.
+struct Kept {
+    response: Response<Incoming>,
+    release: Release,
+    endpoint: Arc<Endpoint>,
+    started: Instant,
+}
 
 /// Forward one request of `client` through `pool`.
 pub async fn forward(
@@ -29,15 +39,11 @@ pub async fn forward(
     req: Request<Incoming>,
     client: SocketAddr,
 ) -> Response<ProxyBody> {
-    let started = Instant::now();
+    let received = Instant::now();
     let settings = pool.settings();
-    pool.count_request(started);
+    pool.budget().record_request(received);
     let (mut parts, body) = req.into_parts();
-    let timeout = grpc_timeout(&parts.headers).map_or(settings.request_timeout, |t| {
-        t.min(settings.request_timeout)
-    });
-    let deadline = started + timeout;
-
+    let client_timeout = grpc_timeout(&parts.headers);
     let host = parts.headers.get(header::HOST).cloned().or_else(|| {
         parts
             .uri
@@ -49,6 +55,13 @@ pub async fn forward(
     if let Some(host) = &host {
         parts.headers.insert(header::HOST, host.clone());
     }
+    let target = match Target::of(&parts, host.as_ref(), settings.http2) {
+        Ok(target) => target,
+        Err(message) => {
+            let response = error_response(StatusCode::BAD_REQUEST, "bad-request", &message);
+            return pool.finish(response, "client_error", received);
+        }
+    };
     let idempotent = settings.retry.idempotent(&parts.method, &parts.headers);
     let hash_key = settings
         .hash_header
@@ -56,272 +69,189 @@ pub async fn forward(
         .and_then(|h| parts.headers.get(h))
         .map(|v| v.as_bytes().to_vec());
 
-    let mut body = match prepare_body(body, deadline).await {
+    let progress = Arc::new(Progress::default());
+    let idle = pool.tuning().request_body_idle;
+    let mut body = match RequestBody::prepare(body, idle, &progress).await {
         Ok(body) => body,
-        Err(response) => return pool.finish(response, "client_error", started),
+        Err((outcome, detail)) => {
+            let local = match outcome {
+                Outcome::ClientBodyStalled => LocalAnswer {
+                    status: 408,
+                    reason: "client-body-timeout",
+                },
+                _ => LocalAnswer {
+                    status: 400,
+                    reason: "client-body-error",
+                },
+            };
+            return pool.finish(answer::local(local, &detail), "client_error", received);
+        }
     };
-
-    let mut tried: Vec<SocketAddr> = Vec::new();
-    let mut tries = 0u32;
-    let mut free_retries = 0u32;
-    let mut last_error: Option<Response<ProxyBody>> = None;
+    let mut clock = Clock::new(
+        received,
+        client_timeout,
+        settings.request_timeout,
+        settings.per_try_timeout,
+    );
+    if let Some(at) = progress.completed_at() {
+        clock.complete(at);
+    }
+    let mut plan = Plan::new(clock, idempotent);
+    let outgoing = Outgoing {
+        parts: &parts,
+        target: &target,
+        grpc: client_timeout.is_some(),
+        connect_timeout: settings.connect_timeout,
+    };
+    let mut kept: Option<Kept> = None;
+    let mut detail = String::new();
     loop {
         let now = Instant::now();
-        if now >= deadline {
-            let response = error_response(
-                StatusCode::GATEWAY_TIMEOUT,
-                "deadline-exceeded",
-                "the request deadline passed before an endpoint answered",
-            );
-            return pool.finish(response, "timeout", started);
+        if let Err(answer) = plan.may_start(now) {
+            return respond(&pool, answer, None, kept, &detail, received, &progress);
         }
-        let endpoint = match pool.pick(hash_key.as_deref(), &tried) {
+        let routing = pool.routing();
+        let endpoint = match routing.pick(hash_key.as_deref(), plan.tried(), now) {
             Ok(endpoint) => endpoint,
-            Err(no_endpoint) => {
-                let response = last_error.unwrap_or_else(|| {
-                    error_response(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        no_endpoint.reason,
-                        &no_endpoint.message,
-                    )
-                });
-                let outcome = if tries == 0 {
-                    "no_endpoint"
-                } else {
-                    "gateway_error"
-                };
-                return pool.finish(response, outcome, started);
+            Err(none) => {
+                if plan.first_try() {
+                    detail = none.message;
+                }
+                let answer = plan.no_endpoint(none.answer);
+                return respond(&pool, answer, None, kept, &detail, received, &progress);
             }
         };
-        tries += 1;
-        let attempt = Attempt {
-            pool: &pool,
-            endpoint: &endpoint,
-            started: now,
-            guard: endpoint.load.start(),
-        };
-        let conn = match tokio::time::timeout_at(
-            deadline,
-            endpoint.upstream.acquire(settings.connect_timeout),
-        )
-        .await
-        {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(error)) => {
-                attempt.fail(AttemptOutcome::ConnectFailure, &error.to_string());
-                tried.push(endpoint.addr);
-                let facts = facts(idempotent, &body, tries);
-                last_error = Some(error_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "upstream-connect-failure",
-                    &format!("could not connect to an endpoint: {error}"),
-                ));
-                if pool.retry(
-                    settings.retry.decide(Failure::ConnectFailed, facts),
-                    "connect_failure",
-                ) {
-                    continue;
+        let guard = endpoint.load.start();
+        let result =
+            attempt::run(&endpoint, &outgoing, &mut body, &progress, &mut plan.clock).await;
+        pool.record_attempt(&endpoint, result.outcome, &result.detail);
+        let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr);
+        let next = plan.after_try(
+            TryReport {
+                endpoint: endpoint.addr,
+                outcome: result.outcome,
+                started: result.started,
+                ended: result.ended,
+                body_replayable: body.replayable(),
+            },
+            planner::Context {
+                rules: &settings.retry,
+                budget: pool.budget(),
+                untried_left,
+                jitter: rand::rng().random::<f64>(),
+            },
+        );
+        let TryResult {
+            outcome,
+            detail: try_detail,
+            answer,
+            started,
+            ended,
+        } = result;
+        if !try_detail.is_empty() {
+            detail = try_detail;
+        }
+        match next {
+            Next::Retry {
+                after,
+                reason,
+                keep_answer,
+            } => {
+                pool.count_retry(reason);
+                // The answer (if any) is not passed on: count it in the balancer now.
+                guard.finish(outcome.verdict(), ended - started, ended);
+                if keep_answer && let Some((response, release)) = answer {
+                    kept = Some(Kept {
+                        response,
+                        release,
+                        endpoint: Arc::clone(&endpoint),
+                        started,
+                    });
                 }
-                return pool.finish(last_error_or_gateway(last_error), "gateway_error", started);
-            }
-            Err(_) => {
-                attempt.fail(
-                    AttemptOutcome::Timeout,
-                    "connect did not finish before the request deadline",
-                );
-                let response = error_response(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "deadline-exceeded",
-                    "the request deadline passed while connecting",
-                );
-                return pool.finish(response, "timeout", started);
-            }
-        };
-        let Some(request_body) = body.take() else {
-            // A streaming body already left with an earlier try; nothing can be re-sent.
-            return pool.finish(last_error_or_gateway(last_error), "gateway_error", started);
-        };
-        let request = match build_request(&parts, request_body, &conn, host.as_ref()) {
-            Ok(request) => request,
-            Err(message) => {
-                let response = error_response(StatusCode::BAD_REQUEST, "bad-request", &message);
-                return pool.finish(response, "client_error", started);
-            }
-        };
-        let try_deadline = (now + settings.per_try_timeout).min(deadline);
-        let reused = conn.reused();
-        let sent = tokio::time::timeout_at(try_deadline, send(conn, request)).await;
-        match sent {
-            Err(_elapsed) => {
-                attempt.fail(
-                    AttemptOutcome::Timeout,
-                    "no answer within the per-try timeout",
-                );
-                tried.push(endpoint.addr);
-                let status = if Instant::now() >= deadline {
-                    "deadline-exceeded"
-                } else {
-                    "upstream-timeout"
-                };
-                last_error = Some(error_response(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    status,
-                    "the endpoint did not answer in time",
-                ));
-                if pool.retry(
-                    settings
-                        .retry
-                        .decide(Failure::Reset, facts(idempotent, &body, tries)),
-                    "timeout",
-                ) {
-                    continue;
+                if !after.is_zero() {
+                    tokio::time::sleep(after).await;
                 }
-                return pool.finish(last_error_or_gateway(last_error), "timeout", started);
             }
-            Ok(Err(SendError::NotSent { request, error })) => {
-                // A pooled connection died before our bytes left: nothing reached the endpoint.
-                body.restore(request.into_body());
-                tries -= 1;
-                free_retries += 1;
-                tracing::debug!(endpoint = %endpoint.addr, reused, %error, "pooled connection was dead before writing");
-                if free_retries <= MAX_FREE_RETRIES
-                    && pool.retry(
-                        settings.retry.decide(
-                            Failure::DeadPooledConnection,
-                            facts(idempotent, &body, tries),
-                        ),
-                        "dead_pooled_connection",
-                    )
-                {
-                    continue;
-                }
-                let response = error_response(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream-reset",
-                    "connections to the endpoint kept closing",
-                );
-                return pool.finish(response, "gateway_error", started);
-            }
-            Ok(Err(SendError::Sent(error))) => {
-                let (outcome, reason, status) = if error.is_parse() || error.is_parse_status() {
-                    (
-                        AttemptOutcome::ProtocolError,
-                        "upstream-protocol-error",
-                        StatusCode::BAD_GATEWAY,
-                    )
-                } else {
-                    (
-                        AttemptOutcome::Reset,
-                        "upstream-reset",
-                        StatusCode::BAD_GATEWAY,
-                    )
-                };
-                attempt.fail(outcome, &error.to_string());
-                tried.push(endpoint.addr);
-                last_error = Some(error_response(
-                    status,
-                    reason,
-                    &format!("the endpoint failed mid-request: {error}"),
-                ));
-                if pool.retry(
-                    settings
-                        .retry
-                        .decide(Failure::Reset, facts(idempotent, &body, tries)),
-                    "reset",
-                ) {
-                    continue;
-                }
-                return pool.finish(last_error_or_gateway(last_error), "gateway_error", started);
-            }
-            Ok(Ok((response, release))) => {
-                let status = response.status().as_u16();
-                let outcome = AttemptOutcome::from_status(status);
-                let (guard, try_started) = attempt.answered(status);
-                if status >= 500 {
-                    tried.push(endpoint.addr);
-                    let decision = settings
-                        .retry
-                        .decide(Failure::Status(status), facts(idempotent, &body, tries));
-                    if matches!(decision, Decision::Retry) && pool.retry(decision, "status") {
-                        // The answer is dropped for a retry: count it in the balancer's error
-                        // rate as the response body would have.
-                        let now = Instant::now();
-                        guard.finish(balance::Outcome::Failure, now - try_started, now);
-                        continue;
-                    }
-                }
-                let label = outcome.request_label();
-                let response = TrackedBody::wrap(
+            Next::Answer(Answer::ThisTry) => {
+                let this = answer.map(|(response, release)| Answered {
                     response,
-                    guard,
                     release,
-                    Arc::clone(&pool),
-                    Arc::clone(&endpoint),
-                    try_started,
+                    guard: Some(guard),
+                    endpoint,
+                    started,
+                    client: Arc::clone(&progress),
+                });
+                return respond(
+                    &pool,
+                    Answer::ThisTry,
+                    this,
+                    kept,
+                    &detail,
+                    received,
+                    &progress,
                 );
-                return pool.finish(response, label, started);
+            }
+            Next::Answer(other) => {
+                guard.finish(outcome.verdict(), ended - started, ended);
+                return respond(&pool, other, None, kept, &detail, received, &progress);
             }
         }
     }
 }
 
-/// One try of one endpoint: holds the endpoint's in-flight count until the try is settled.
-struct Attempt<'a> {
-    pool: &'a Pool,
-    endpoint: &'a Arc<Endpoint>,
-    started: Instant,
-    guard: InFlight,
-}
-
-impl Attempt<'_> {
-    /// The try failed: record it against the endpoint and release the in-flight count.
-    fn fail(self, outcome: AttemptOutcome, detail: &str) {
-        let now = Instant::now();
-        self.pool
-            .record_attempt(self.endpoint, outcome, detail, now - self.started);
-        self.guard
-            .finish(balance::Outcome::Failure, now - self.started, now);
-    }
-
-    /// The try got an answer: record it; the in-flight count goes with the response body.
-    fn answered(self, status: u16) -> (InFlight, Instant) {
-        let now = Instant::now();
-        let outcome = AttemptOutcome::from_status(status);
-        self.pool.record_attempt(
-            self.endpoint,
-            outcome,
-            status_detail(status),
-            now - self.started,
-        );
-        (self.guard, self.started)
-    }
-}
-
-fn last_error_or_gateway(last: Option<Response<ProxyBody>>) -> Response<ProxyBody> {
-    last.unwrap_or_else(|| {
-        error_response(
-            StatusCode::BAD_GATEWAY,
-            "upstream-failure",
-            "the endpoint failed",
-        )
-    })
-}
-
-fn facts(idempotent: bool, body: &RequestBody, tries: u32) -> RequestFacts {
-    RequestFacts {
-        idempotent,
-        body_replayable: body.replayable(),
-        client_gone: false,
-        tries,
+/// Turn the planner's answer into the response, counted in the request metrics.
+fn respond(
+    pool: &Arc<Pool>,
+    answer: Answer,
+    this: Option<Answered>,
+    kept: Option<Kept>,
+    detail: &str,
+    received: Instant,
+    client: &Arc<Progress>,
+) -> Response<ProxyBody> {
+    let real = match answer {
+        Answer::ThisTry => this,
+        Answer::Kept => kept.map(|k| Answered {
+            response: k.response,
+            release: k.release,
+            guard: None,
+            endpoint: k.endpoint,
+            started: k.started,
+            client: Arc::clone(client),
+        }),
+        Answer::Local(local) => {
+            return pool.finish(
+                answer::local(local, detail),
+                local.request_label(),
+                received,
+            );
+        }
+    };
+    match real {
+        Some(answered) => {
+            let label = status_label(answered.response.status().as_u16());
+            pool.finish(
+                TrackedBody::wrap(answered, Arc::clone(pool)),
+                label,
+                received,
+            )
+        }
+        None => {
+            // The planner only names a real answer when there is one; never panic over it.
+            let fallback = LocalAnswer {
+                status: 502,
+                reason: "upstream-reset",
+            };
+            pool.finish(answer::local(fallback, detail), "gateway_error", received)
+        }
     }
 }
 
-fn status_detail(status: u16) -> &'static str {
-    match status {
-        502 => "502 Bad Gateway",
-        503 => "503 Service Unavailable",
-        504 => "504 Gateway Timeout",
-        500..=599 => "5xx answer",
-        _ => "",
+fn status_label(status: u16) -> &'static str {
+    match Verdict::from_status(status) {
+        Verdict::Success => "success",
+        Verdict::ClientError => "client_error",
+        Verdict::ServerError => "server_error",
+        Verdict::GatewayError | Verdict::NotTheEndpoint => "gateway_error",
     }
 }

@@ -1,167 +1,96 @@
-//! The request as it goes to an endpoint: its body kept replayable when small (so a retry can
-//! send it again) or streamed once when large; the URI in the form each protocol wants; sending
-//! it on a connection and telling apart "never written, here it is back" from "written, maybe
-//! processed"; and the client's own deadline from `grpc-timeout`.
+//! The request as it goes to an endpoint: the URI in the form each protocol wants (checked once,
+//! before any try, so a bad one is the client's 400 and never an endpoint's failure), and the
+//! client's own deadline from `grpc-timeout`, read on the way in and rewritten on every try to
+//! what is left of it, so the endpoint of a retry knows how long the client still waits.
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::header::{self, HeaderValue};
-use http::{Request, Response, StatusCode, Uri, Version};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use tokio::time::Instant;
+use http::header::HeaderValue;
+use http::{HeaderMap, HeaderName, Request, Uri, Version};
 
-use super::body::error_response;
-use super::upstream::{BoxError, Conn, ProxyBody};
+use crate::upstream::ProxyBody;
 
-/// Request bodies up to this size are buffered so the request can be replayed on a retry;
-/// larger ones stream and are only retried while none of their bytes have left.
-const REPLAYABLE_BODY_LIMIT: u64 = 64 * 1024;
-/// The request body as far as retries are concerned.
-pub(super) enum RequestBody {
-    /// Fully read (or empty): can be sent any number of times.
-    Replayable(Bytes),
-    /// Streaming: can be sent once; `None` once it has left.
-    Streaming(Option<ProxyBody>),
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// Where the request goes, in both URI forms, checked before the first try.
+#[derive(Clone, Debug)]
+pub(super) struct Target {
+    /// Origin form, for HTTP/1.1.
+    origin: Uri,
+    /// Absolute form, for HTTP/2; `None` when the host cannot make one.
+    absolute: Option<Uri>,
 }
 
-impl RequestBody {
-    pub(super) fn take(&mut self) -> Option<ProxyBody> {
-        match self {
-            RequestBody::Replayable(bytes) => Some(full(bytes.clone())),
-            RequestBody::Streaming(body) => body.take(),
+impl Target {
+    /// `Err` is why the request cannot be forwarded at all (the client's fault): a target that
+    /// is not a path, or, for an HTTP/2 pool, a host that cannot be an authority.
+    pub(super) fn of(
+        parts: &http::request::Parts,
+        host: Option<&HeaderValue>,
+        http2: bool,
+    ) -> Result<Self, String> {
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let origin = Uri::try_from(path).map_err(|e| format!("bad request target: {e}"))?;
+        let authority = host.and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+        let absolute = Uri::builder()
+            .scheme("http")
+            .authority(authority)
+            .path_and_query(path)
+            .build();
+        match absolute {
+            Ok(absolute) => Ok(Self {
+                origin,
+                absolute: Some(absolute),
+            }),
+            Err(e) if http2 => Err(format!("cannot build the upstream URI: {e}")),
+            Err(_) => Ok(Self {
+                origin,
+                absolute: None,
+            }),
         }
     }
-
-    /// Put back a body hyper returned unsent.
-    pub(super) fn restore(&mut self, body: ProxyBody) {
-        if let RequestBody::Streaming(slot) = self {
-            *slot = Some(body);
-        }
-    }
-
-    pub(super) fn replayable(&self) -> bool {
-        match self {
-            RequestBody::Replayable(_) => true,
-            RequestBody::Streaming(body) => body.is_some(),
-        }
-    }
 }
 
-fn full(bytes: Bytes) -> ProxyBody {
-    Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
-}
-
-/// Read a small body whole so it can be replayed; stream a large or unknown-length one.
-pub(super) async fn prepare_body(
-    body: Incoming,
-    deadline: Instant,
-) -> Result<RequestBody, Response<ProxyBody>> {
-    use http_body::Body as _;
-    if body.is_end_stream() {
-        return Ok(RequestBody::Replayable(Bytes::new()));
-    }
-    let small = body
-        .size_hint()
-        .upper()
-        .is_some_and(|upper| upper <= REPLAYABLE_BODY_LIMIT);
-    if !small {
-        let streaming = body.map_err(|e| Box::new(e) as BoxError).boxed_unsync();
-        return Ok(RequestBody::Streaming(Some(streaming)));
-    }
-    match tokio::time::timeout_at(deadline, body.collect()).await {
-        Ok(Ok(collected)) => Ok(RequestBody::Replayable(collected.to_bytes())),
-        Ok(Err(error)) => Err(error_response(
-            StatusCode::BAD_REQUEST,
-            "client-body-error",
-            &format!("reading the request body failed: {error}"),
-        )),
-        Err(_) => Err(error_response(
-            StatusCode::REQUEST_TIMEOUT,
-            "client-body-timeout",
-            "the request body did not arrive before the deadline",
-        )),
-    }
-}
-
-/// The upstream request: origin-form URI for HTTP/1.1, absolute URI for HTTP/2.
+/// The upstream request: origin-form URI on an HTTP/1.1 connection, absolute URI on an HTTP/2
+/// one; `grpc_left` is the client's remaining deadline when it sent one.
 pub(super) fn build_request(
     parts: &http::request::Parts,
+    target: &Target,
     body: ProxyBody,
-    conn: &Conn,
-    host: Option<&HeaderValue>,
-) -> Result<Request<ProxyBody>, String> {
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let (uri, version) = match conn {
-        Conn::Http1 { .. } => (
-            Uri::try_from(path).map_err(|e| e.to_string())?,
-            Version::HTTP_11,
-        ),
-        Conn::Http2 { .. } => {
-            let authority = host.and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-            let uri = Uri::builder()
-                .scheme("http")
-                .authority(authority)
-                .path_and_query(path)
-                .build()
-                .map_err(|e| format!("cannot build the upstream URI: {e}"))?;
-            (uri, Version::HTTP_2)
-        }
-    };
+    http2: bool,
+    grpc_left: Option<Duration>,
+) -> Request<ProxyBody> {
     let mut request = Request::new(body);
     *request.method_mut() = parts.method.clone();
-    *request.uri_mut() = uri;
-    *request.version_mut() = version;
     *request.headers_mut() = parts.headers.clone();
-    if version == Version::HTTP_2 {
-        request.headers_mut().remove(header::HOST);
+    match (&target.absolute, http2) {
+        (Some(absolute), true) => {
+            *request.uri_mut() = absolute.clone();
+            *request.version_mut() = Version::HTTP_2;
+            request.headers_mut().remove(http::header::HOST);
+        }
+        _ => {
+            *request.uri_mut() = target.origin.clone();
+            *request.version_mut() = Version::HTTP_11;
+        }
     }
-    Ok(request)
+    if let Some(left) = grpc_left {
+        request
+            .headers_mut()
+            .insert(GRPC_TIMEOUT, grpc_timeout_value(left));
+    }
+    request
 }
 
-pub(super) enum SendError {
-    /// The connection refused the request before writing it; here it is back.
-    NotSent {
-        request: Box<Request<ProxyBody>>,
-        error: hyper::Error,
-    },
-    /// The request was (or may have been) written.
-    Sent(hyper::Error),
-}
-
-/// What `TrackedBody` needs to give an HTTP/1 connection back once the response has been read.
-pub(super) type Release = Option<hyper::client::conn::http1::SendRequest<ProxyBody>>;
-
-pub(super) async fn send(
-    conn: Conn,
-    request: Request<ProxyBody>,
-) -> Result<(Response<Incoming>, Release), SendError> {
-    let result = match conn {
-        Conn::Http1 { mut tx, .. } => match tx.try_send_request(request).await {
-            Ok(response) => return Ok((response, Some(tx))),
-            Err(e) => e,
-        },
-        Conn::Http2 { mut tx, .. } => match tx.try_send_request(request).await {
-            Ok(response) => return Ok((response, None)),
-            Err(e) => e,
-        },
-    };
-    let mut error = result;
-    match error.take_message() {
-        Some(request) => Err(SendError::NotSent {
-            request: Box::new(request),
-            error: error.into_error(),
-        }),
-        None => Err(SendError::Sent(error.into_error())),
-    }
+/// `left` as a `grpc-timeout` value: milliseconds, rounded up so a live deadline never reads 0.
+fn grpc_timeout_value(left: Duration) -> HeaderValue {
+    let ms = left.as_micros().div_ceil(1000).clamp(1, 99_999_999);
+    HeaderValue::from_str(&format!("{ms}m")).unwrap_or(HeaderValue::from_static("1m"))
 }
 
 /// A client deadline from `grpc-timeout` (`<digits><unit>`, units H M S m u n).
-pub(super) fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
-    let value = headers.get("grpc-timeout")?.to_str().ok()?;
+pub(super) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(GRPC_TIMEOUT)?.to_str().ok()?;
     if value.len() < 2 || value.len() > 9 {
         return None;
     }
@@ -196,5 +125,14 @@ mod tests {
         assert_eq!(h("S"), None);
         assert_eq!(h("10x"), None);
         assert_eq!(h("1234567890S"), None);
+    }
+
+    #[test]
+    fn what_is_left_of_a_deadline_is_written_in_milliseconds_rounded_up() {
+        let v = |d: Duration| grpc_timeout_value(d).to_str().unwrap().to_owned();
+        assert_eq!(v(Duration::from_millis(1_700)), "1700m");
+        assert_eq!(v(Duration::from_micros(1_200)), "2m");
+        assert_eq!(v(Duration::from_micros(10)), "1m");
+        assert_eq!(v(Duration::from_secs(200_000)), "99999999m");
     }
 }

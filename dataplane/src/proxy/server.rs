@@ -1,7 +1,9 @@
 //! The listener the application sends to: one per pool, HTTP/1.1 and prior-knowledge HTTP/2 on
 //! the same port (hyper-util's auto connection detects which). Stopping a listener stops
-//! accepting and lets each open connection finish its in-flight requests (HTTP/2 gets a GOAWAY,
-//! HTTP/1 closes after the current response), up to a grace period.
+//! accepting at once and tells every open connection to finish: an HTTP/1 connection answers the
+//! request in flight with `Connection: close` and closes (an idle one closes now), an HTTP/2 one
+//! gets a GOAWAY and finishes its streams. Nothing is cut before the grace period ends; what is
+//! still open then is closed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::forward::forward;
 use crate::pool::Pool;
@@ -20,7 +23,11 @@ use crate::pool::Pool;
 /// A running listener; dropping it does not stop it, `stop` does.
 pub struct Listener {
     pub addr: SocketAddr,
+    /// Stop accepting and finish gracefully.
     stop: CancellationToken,
+    /// Close whatever is still open.
+    cut: CancellationToken,
+    connections: TaskTracker,
     task: JoinHandle<()>,
 }
 
@@ -30,24 +37,55 @@ impl Listener {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
-        let task = tokio::spawn(accept_loop(listener, pool, stop.clone()));
-        Ok(Self { addr, stop, task })
+        let cut = CancellationToken::new();
+        let connections = TaskTracker::new();
+        let task = tokio::spawn(accept_loop(
+            listener,
+            pool,
+            stop.clone(),
+            cut.clone(),
+            connections.clone(),
+        ));
+        Ok(Self {
+            addr,
+            stop,
+            cut,
+            connections,
+            task,
+        })
     }
 
-    /// Stop accepting; open connections finish gracefully within `grace`.
-    pub async fn stop(self, grace: Duration) {
+    /// Stop accepting; open connections finish within `grace`, then the rest are closed.
+    /// Returns how many had to be closed.
+    pub async fn stop(self, grace: Duration) -> usize {
         self.stop.cancel();
-        if tokio::time::timeout(grace, self.task).await.is_err() {
-            tracing::warn!(addr = %self.addr, "listener connections did not finish within the grace period");
+        // The accept loop ends at once; the listening socket closes with it.
+        let _ = self.task.await;
+        self.connections.close();
+        if tokio::time::timeout(grace, self.connections.wait())
+            .await
+            .is_ok()
+        {
+            return 0;
         }
+        let cut = self.connections.len();
+        tracing::warn!(addr = %self.addr, connections = cut, "grace period over: closing connections still open");
+        self.cut.cancel();
+        self.connections.wait().await;
+        cut
     }
 }
 
-async fn accept_loop(listener: TcpListener, pool: Arc<Pool>, stop: CancellationToken) {
-    let connections = tokio_util::task::TaskTracker::new();
+async fn accept_loop(
+    listener: TcpListener,
+    pool: Arc<Pool>,
+    stop: CancellationToken,
+    cut: CancellationToken,
+    connections: TaskTracker,
+) {
     loop {
         let (stream, client) = tokio::select! {
-            _ = stop.cancelled() => break,
+            _ = stop.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -60,7 +98,7 @@ async fn accept_loop(listener: TcpListener, pool: Arc<Pool>, stop: CancellationT
         };
         let _ = stream.set_nodelay(true);
         let pool = Arc::clone(&pool);
-        let stop = stop.clone();
+        let (stop, cut) = (stop.clone(), cut.clone());
         connections.spawn(async move {
             let service = service_fn(move |req| {
                 let pool = Arc::clone(&pool);
@@ -78,14 +116,14 @@ async fn accept_loop(listener: TcpListener, pool: Arc<Pool>, stop: CancellationT
                     if let Err(error) = result {
                         tracing::debug!(%client, %error, "client connection ended with an error");
                     }
+                    return;
                 }
-                _ = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
+                _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+            }
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = cut.cancelled() => {}
             }
         });
     }
-    connections.close();
-    connections.wait().await;
 }

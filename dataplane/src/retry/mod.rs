@@ -1,37 +1,34 @@
-//! Whether a failed try may be sent again, and where the retry budget stands. Pure: the forwarder
-//! describes what happened and this module answers, so every rule of DESIGN.md's retry list is a
-//! unit test. In order: a client that left is never retried; a request that never reached a
-//! connection may go anywhere; once bytes were (or may have been) written only idempotent methods
-//! or requests carrying the idempotency-key header are retried, and only with a replayable body;
-//! a 5xx is retried only for the statuses in `retryOn`; never more than `attempts` tries.
+//! Whether a request may be tried again, and when. Pure: the request loop reports how a try
+//! ended and this module answers, so every rule is a unit test.
+//!
+//! - `RetryRules` (this file) are DESIGN.md's rules, in order: a request that never reached a
+//!   connection may go anywhere; a pooled connection found dead before writing is retried free;
+//!   once bytes were (or may have been) written only idempotent methods or requests carrying the
+//!   idempotency-key header are retried, and only with a replayable body; a 5xx only for the
+//!   statuses in `retryOn`; never more than `attempts` tries; nothing the client caused.
+//! - `planner` turns one try's outcome into the next step: retry after a jittered back-off
+//!   (`backoff`) when the deadline can hold it and the budget (`budget`) allows, or answer, with
+//!   the endpoint's own last answer when a retry cannot do better.
 
 use std::collections::HashSet;
 
 use http::{HeaderName, Method};
 use rollcall_api::policy::{Retries, RetryOn};
 
+use crate::outcome::Outcome;
+
+pub mod backoff;
 pub mod budget;
+pub mod planner;
 
-/// What went wrong with one try.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// No connection could be made: the endpoint never saw the request.
-    ConnectFailed,
-    /// A pooled connection was found dead before the request was written.
-    DeadPooledConnection,
-    /// The connection failed after the request was (or may have been) written, or the try
-    /// timed out waiting for an answer.
-    Reset,
-    /// The endpoint answered with this 5xx status.
-    Status(u16),
-}
+pub use budget::RetryBudget;
+pub use planner::{Answer, Clock, LocalAnswer, Next, Plan, RetryReason, TryReport, TryWindow};
 
-/// What the forwarder knows about the request.
+/// What the request loop knows about the request when a try failed.
 #[derive(Clone, Copy, Debug)]
 pub struct RequestFacts {
     pub idempotent: bool,
     pub body_replayable: bool,
-    pub client_gone: bool,
     /// Tries made so far, this one included.
     pub tries: u32,
 }
@@ -58,12 +55,17 @@ pub enum Decision {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
-    ClientGone,
+    /// The endpoint answered with something that is not a failure.
+    Answered,
+    /// The client broke or stalled its own request, or its deadline passed.
+    ClientFault,
     AttemptsExhausted,
     NotRetryable,
     NotIdempotent,
     BodyNotReplayable,
 }
+
+// === impl RetryRules ===
 
 impl RetryRules {
     pub fn from_policy(policy: &Retries) -> Self {
@@ -116,29 +118,32 @@ impl RetryRules {
         (500..=599).contains(&status) && (self.on_any_5xx || self.statuses.contains(&status))
     }
 
-    pub fn decide(&self, failure: Failure, facts: RequestFacts) -> Decision {
-        if facts.client_gone {
-            return Decision::Stop(StopReason::ClientGone);
-        }
-        if failure == Failure::DeadPooledConnection {
-            return Decision::RetryFree;
-        }
-        if facts.tries >= self.attempts {
-            return Decision::Stop(StopReason::AttemptsExhausted);
-        }
-        let written = match failure {
-            Failure::ConnectFailed => {
+    pub fn decide(&self, outcome: Outcome, facts: RequestFacts) -> Decision {
+        let written_rule = match outcome {
+            Outcome::DeadPooledConnection => return Decision::RetryFree,
+            Outcome::ClientBodyFailed | Outcome::ClientBodyStalled | Outcome::DeadlineCut => {
+                return Decision::Stop(StopReason::ClientFault);
+            }
+            Outcome::Answered(status) if status < 500 => {
+                return Decision::Stop(StopReason::Answered);
+            }
+            _ if facts.tries >= self.attempts => {
+                return Decision::Stop(StopReason::AttemptsExhausted);
+            }
+            Outcome::ConnectFailed => {
                 return if self.on_connect_failure {
                     Decision::Retry
                 } else {
                     Decision::Stop(StopReason::NotRetryable)
                 };
             }
-            Failure::DeadPooledConnection => return Decision::RetryFree,
-            Failure::Reset => self.on_reset,
-            Failure::Status(s) => self.status_retryable(s),
+            Outcome::Reset
+            | Outcome::ProtocolError
+            | Outcome::TimedOut
+            | Outcome::ClosedLocally => self.on_reset,
+            Outcome::Answered(status) => self.status_retryable(status),
         };
-        if !written {
+        if !written_rule {
             Decision::Stop(StopReason::NotRetryable)
         } else if !facts.idempotent {
             Decision::Stop(StopReason::NotIdempotent)

@@ -1,4 +1,5 @@
 use super::*;
+use crate::outcome::Outcome;
 
 fn rules() -> RetryRules {
     RetryRules::from_policy(&Retries {
@@ -11,26 +12,31 @@ fn facts(idempotent: bool) -> RequestFacts {
     RequestFacts {
         idempotent,
         body_replayable: true,
-        client_gone: false,
         tries: 1,
     }
 }
 
 #[test]
-fn client_gone_is_never_retried() {
-    let f = RequestFacts {
-        client_gone: true,
-        ..facts(true)
-    };
-    for failure in [
-        Failure::ConnectFailed,
-        Failure::DeadPooledConnection,
-        Failure::Reset,
-        Failure::Status(503),
+fn what_the_client_caused_is_never_retried() {
+    for outcome in [
+        Outcome::ClientBodyFailed,
+        Outcome::ClientBodyStalled,
+        Outcome::DeadlineCut,
     ] {
         assert_eq!(
-            rules().decide(failure, f),
-            Decision::Stop(StopReason::ClientGone)
+            rules().decide(outcome, facts(true)),
+            Decision::Stop(StopReason::ClientFault),
+            "{outcome}"
+        );
+    }
+}
+
+#[test]
+fn an_answer_below_500_is_not_a_failure() {
+    for status in [200, 302, 404, 429] {
+        assert_eq!(
+            rules().decide(Outcome::Answered(status), facts(true)),
+            Decision::Stop(StopReason::Answered)
         );
     }
 }
@@ -38,7 +44,7 @@ fn client_gone_is_never_retried() {
 #[test]
 fn never_connected_request_goes_elsewhere_whatever_its_method() {
     assert_eq!(
-        rules().decide(Failure::ConnectFailed, facts(false)),
+        rules().decide(Outcome::ConnectFailed, facts(false)),
         Decision::Retry
     );
 }
@@ -50,7 +56,7 @@ fn dead_pooled_connection_is_retried_free_for_any_method() {
         ..facts(false)
     };
     assert_eq!(
-        rules().decide(Failure::DeadPooledConnection, f),
+        rules().decide(Outcome::DeadPooledConnection, f),
         Decision::RetryFree
     );
 }
@@ -58,24 +64,24 @@ fn dead_pooled_connection_is_retried_free_for_any_method() {
 #[test]
 fn post_is_not_retried_after_bytes_were_written() {
     assert_eq!(
-        rules().decide(Failure::Reset, facts(false)),
+        rules().decide(Outcome::Reset, facts(false)),
         Decision::Stop(StopReason::NotIdempotent)
     );
     assert_eq!(
-        rules().decide(Failure::Status(503), facts(false)),
+        rules().decide(Outcome::Answered(503), facts(false)),
         Decision::Stop(StopReason::NotIdempotent)
     );
 }
 
 #[test]
 fn get_is_retried_after_reset_only_with_a_replayable_body() {
-    assert_eq!(rules().decide(Failure::Reset, facts(true)), Decision::Retry);
+    assert_eq!(rules().decide(Outcome::Reset, facts(true)), Decision::Retry);
     let streaming = RequestFacts {
         body_replayable: false,
         ..facts(true)
     };
     assert_eq!(
-        rules().decide(Failure::Reset, streaming),
+        rules().decide(Outcome::Reset, streaming),
         Decision::Stop(StopReason::BodyNotReplayable)
     );
 }
@@ -83,12 +89,12 @@ fn get_is_retried_after_reset_only_with_a_replayable_body() {
 #[test]
 fn status_500_is_the_applications_verdict_and_not_retried_by_default() {
     assert_eq!(
-        rules().decide(Failure::Status(500), facts(true)),
+        rules().decide(Outcome::Answered(500), facts(true)),
         Decision::Stop(StopReason::NotRetryable)
     );
     for s in [502, 503, 504] {
         assert_eq!(
-            rules().decide(Failure::Status(s), facts(true)),
+            rules().decide(Outcome::Answered(s), facts(true)),
             Decision::Retry,
             "{s}"
         );
@@ -98,11 +104,11 @@ fn status_500_is_the_applications_verdict_and_not_retried_by_default() {
         ..Retries::default()
     });
     assert_eq!(
-        all.decide(Failure::Status(500), facts(true)),
+        all.decide(Outcome::Answered(500), facts(true)),
         Decision::Retry
     );
     assert_eq!(
-        all.decide(Failure::ConnectFailed, facts(true)),
+        all.decide(Outcome::ConnectFailed, facts(true)),
         Decision::Stop(StopReason::NotRetryable),
         "connect-failure was left out of retryOn"
     );
@@ -115,11 +121,11 @@ fn attempts_bound_every_retry() {
         ..facts(true)
     };
     assert_eq!(
-        rules().decide(Failure::ConnectFailed, f),
+        rules().decide(Outcome::ConnectFailed, f),
         Decision::Stop(StopReason::AttemptsExhausted)
     );
     assert_eq!(
-        rules().decide(Failure::Status(503), f),
+        rules().decide(Outcome::Answered(503), f),
         Decision::Stop(StopReason::AttemptsExhausted)
     );
 }
@@ -133,4 +139,24 @@ fn idempotency_key_header_makes_post_retryable() {
     assert!(r.idempotent(&Method::POST, &headers));
     assert!(r.idempotent(&Method::PUT, &http::HeaderMap::new()));
     assert!(!r.idempotent(&Method::PATCH, &http::HeaderMap::new()));
+}
+
+#[test]
+fn timeouts_protocol_errors_and_our_own_closes_follow_the_reset_rule() {
+    for outcome in [
+        Outcome::TimedOut,
+        Outcome::ProtocolError,
+        Outcome::ClosedLocally,
+    ] {
+        assert_eq!(
+            rules().decide(outcome, facts(true)),
+            Decision::Retry,
+            "{outcome}"
+        );
+        assert_eq!(
+            rules().decide(outcome, facts(false)),
+            Decision::Stop(StopReason::NotIdempotent),
+            "{outcome}"
+        );
+    }
 }

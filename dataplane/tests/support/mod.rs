@@ -4,12 +4,17 @@
 //! turns a hang into a readable failure.
 #![allow(dead_code)]
 
+pub mod backends;
+pub mod raw;
+pub mod relay;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use rollcall_dataplane::health::machine::State;
+use rollcall_dataplane::pool::Tuning;
 use rollcall_dataplane::pool::{EndpointView, PoolView};
-use rollcall_dataplane::sidecar::{self, Options, Sidecar};
+use rollcall_dataplane::sidecar::{self, Options, RunOptions, Sidecar};
 use tempfile::TempDir;
 
 /// How long a wait may take before the test fails with what it saw. Only a hang trips it.
@@ -30,14 +35,26 @@ pub struct Harness {
 impl Harness {
     /// Start a sidecar with `yaml` as its config file.
     pub async fn start(yaml: &str) -> Self {
+        Self::start_with(yaml, Tuning::default()).await
+    }
+
+    /// Start a sidecar with `yaml` as its config file and these request-path knobs.
+    pub async fn start_with(yaml: &str, tuning: Tuning) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("sidecar.yaml");
         std::fs::write(&path, yaml).expect("write config");
-        let sidecar = sidecar::start(Options {
-            config: path,
-            admin_listen: "127.0.0.1:0".parse().unwrap(),
-            reload_interval: Duration::from_millis(50),
-        })
+        let run = RunOptions {
+            tuning,
+            ..RunOptions::default()
+        };
+        let sidecar = sidecar::start_with(
+            Options {
+                config: path,
+                admin_listen: "127.0.0.1:0".parse().unwrap(),
+                reload_interval: Duration::from_millis(50),
+            },
+            run,
+        )
         .await
         .expect("sidecar starts");
         Self { sidecar, dir }
@@ -119,6 +136,12 @@ impl Harness {
     pub fn metrics(&self) -> String {
         self.sidecar.metrics.render()
     }
+}
+
+/// A port free right now on 127.0.0.1 (for configs that name two listeners).
+pub fn free_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr")
 }
 
 /// A one-pool config named `web` listening on a free port.

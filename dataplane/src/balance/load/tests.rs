@@ -31,7 +31,11 @@ fn in_flight_is_released_when_dropped_without_finish() {
 fn in_flight_is_released_on_finish_whatever_the_outcome() {
     let t0 = Instant::now();
     let load = load_at(t0);
-    for outcome in [Outcome::Success, Outcome::Failure, Outcome::Ignored] {
+    for outcome in [
+        Verdict::Success,
+        Verdict::GatewayError,
+        Verdict::NotTheEndpoint,
+    ] {
         let guard = load.start();
         assert_eq!(load.outstanding(), 1);
         guard.finish(outcome, ms(5), t0);
@@ -92,8 +96,8 @@ fn zero_weight_counts_as_one() {
 fn latency_jumps_to_a_higher_sample_at_once() {
     let t0 = Instant::now();
     let load = load_at(t0);
-    load.start().finish(Outcome::Success, ms(20), t0);
-    load.start().finish(Outcome::Success, ms(300), t0 + ms(1));
+    load.start().finish(Verdict::Success, ms(20), t0);
+    load.start().finish(Verdict::Success, ms(300), t0 + ms(1));
     assert_eq!(load.latency(t0 + ms(1)), Some(ms(300)));
 }
 
@@ -101,10 +105,10 @@ fn latency_jumps_to_a_higher_sample_at_once() {
 fn latency_decays_toward_a_lower_sample_over_the_time_constant() {
     let t0 = Instant::now();
     let load = load_at(t0);
-    load.start().finish(Outcome::Success, ms(300), t0);
+    load.start().finish(Verdict::Success, ms(300), t0);
     // One time constant later, a 100 ms sample pulls the estimate 1 - 1/e of the way down.
     let t1 = t0 + EWMA_DECAY;
-    load.start().finish(Outcome::Success, ms(100), t1);
+    load.start().finish(Verdict::Success, ms(100), t1);
     let got = load
         .latency(t1)
         .map(|d| d.as_secs_f64())
@@ -112,7 +116,7 @@ fn latency_decays_toward_a_lower_sample_over_the_time_constant() {
     let want = 0.3 * (-1.0f64).exp() + 0.1 * (1.0 - (-1.0f64).exp());
     assert!((got - want).abs() < 1e-4, "got {got}, want {want}");
     // A sample right after the previous one barely moves it.
-    load.start().finish(Outcome::Success, ms(100), t1 + ms(10));
+    load.start().finish(Verdict::Success, ms(100), t1 + ms(10));
     let later = load.latency(t1 + ms(10)).map(|d| d.as_secs_f64());
     assert!(later.is_some_and(|l| (l - want).abs() < 1e-3));
 }
@@ -121,10 +125,10 @@ fn latency_decays_toward_a_lower_sample_over_the_time_constant() {
 fn failure_latencies_are_never_averaged() {
     let t0 = Instant::now();
     let load = load_at(t0);
-    load.start().finish(Outcome::Success, ms(200), t0);
+    load.start().finish(Verdict::Success, ms(200), t0);
     for i in 1..=50 {
         load.start()
-            .finish(Outcome::Failure, ms(8), t0 + ms(100 * i));
+            .finish(Verdict::GatewayError, ms(8), t0 + ms(100 * i));
     }
     assert_eq!(load.latency(t0 + ms(5000)), Some(ms(200)));
 }
@@ -133,7 +137,7 @@ fn failure_latencies_are_never_averaged() {
 fn ignored_outcomes_record_nothing() {
     let t0 = Instant::now();
     let load = load_at(t0);
-    load.start().finish(Outcome::Ignored, ms(1), t0);
+    load.start().finish(Verdict::NotTheEndpoint, ms(1), t0);
     assert_eq!(load.latency(t0), None);
     assert_eq!(load.error_rate(t0), 0.0);
 }
@@ -145,9 +149,9 @@ fn error_rate_tracks_the_recent_share_of_failures() {
     // One failure in five, for many requests: the rate settles near 20%.
     for i in 0..2_000u64 {
         let outcome = if i % 5 == 0 {
-            Outcome::Failure
+            Verdict::GatewayError
         } else {
-            Outcome::Success
+            Verdict::Success
         };
         load.start().finish(outcome, ms(8), t0 + ms(i));
     }
@@ -156,7 +160,7 @@ fn error_rate_tracks_the_recent_share_of_failures() {
     // Then a long run of successes brings it back down.
     for i in 0..1_000u64 {
         load.start()
-            .finish(Outcome::Success, ms(8), t0 + ms(2_000 + i));
+            .finish(Verdict::Success, ms(8), t0 + ms(2_000 + i));
     }
     assert!(load.error_rate(t0 + ms(3_000)) < 0.001);
 }
@@ -166,9 +170,9 @@ fn one_failure_among_many_successes_stays_under_one_percent() {
     let t0 = Instant::now();
     let load = load_at(t0);
     for _ in 0..200 {
-        load.start().finish(Outcome::Success, ms(8), t0);
+        load.start().finish(Verdict::Success, ms(8), t0);
     }
-    load.start().finish(Outcome::Failure, ms(8), t0);
+    load.start().finish(Verdict::GatewayError, ms(8), t0);
     assert!(load.error_rate(t0) <= 0.01);
 }
 
@@ -176,9 +180,9 @@ fn one_failure_among_many_successes_stays_under_one_percent() {
 fn estimates_hold_for_one_time_constant_then_relax_so_a_starved_endpoint_is_retried() {
     let t0 = Instant::now();
     let load = load_at(t0);
-    load.start().finish(Outcome::Success, ms(2_000), t0);
+    load.start().finish(Verdict::Success, ms(2_000), t0);
     for _ in 0..50 {
-        load.start().finish(Outcome::Failure, ms(1), t0);
+        load.start().finish(Verdict::GatewayError, ms(1), t0);
     }
     let rate = load.error_rate(t0);
     assert_eq!(load.latency(t0 + EWMA_DECAY), Some(ms(2_000)));
@@ -193,9 +197,9 @@ fn estimates_hold_for_one_time_constant_then_relax_so_a_starved_endpoint_is_retr
 fn after_a_long_idle_a_lower_sample_replaces_the_stale_estimate() {
     let t0 = Instant::now();
     let load = load_at(t0);
-    load.start().finish(Outcome::Success, ms(2_000), t0);
+    load.start().finish(Verdict::Success, ms(2_000), t0);
     let later = t0 + EWMA_DECAY * 10;
-    load.start().finish(Outcome::Success, ms(50), later);
+    load.start().finish(Verdict::Success, ms(50), later);
     let latency = load.latency(later).unwrap_or_default();
     assert!(latency >= ms(50) && latency < ms(51), "latency {latency:?}");
 }
@@ -204,8 +208,8 @@ fn after_a_long_idle_a_lower_sample_replaces_the_stale_estimate() {
 fn out_of_order_samples_do_not_move_the_clock_backwards() {
     let t0 = Instant::now();
     let load = load_at(t0);
-    load.start().finish(Outcome::Success, ms(100), t0 + ms(500));
-    load.start().finish(Outcome::Success, ms(50), t0 + ms(400));
+    load.start().finish(Verdict::Success, ms(100), t0 + ms(500));
+    load.start().finish(Verdict::Success, ms(50), t0 + ms(400));
     // The older sample counts with no weight of time, and the stamp stays at 500 ms.
     assert_eq!(load.latency(t0 + EWMA_DECAY + ms(500)), Some(ms(100)));
 }
@@ -220,7 +224,7 @@ fn concurrent_guards_from_many_threads_balance_out() {
                 for i in 0..1_000u64 {
                     let guard = load.start();
                     if i % 2 == 0 {
-                        guard.finish(Outcome::Success, ms(i % 7), t0 + ms(i));
+                        guard.finish(Verdict::Success, ms(i % 7), t0 + ms(i));
                     }
                 }
             });

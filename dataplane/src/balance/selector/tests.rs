@@ -1,8 +1,8 @@
 //! Tests of the selector: exclusions, power of two choices, peak EWMA and the share cap.
 
 use super::*;
-use crate::balance::Outcome;
 use crate::balance::test_support::{ALL, Backend, Fixture, addr, config, ms, rng, simulate};
+use crate::outcome::Verdict;
 
 /// Which endpoint indices `picks` picks land on, with the same key and exclusions each time.
 fn counts(
@@ -220,12 +220,12 @@ fn one_failure_among_successes_does_not_sideline_an_endpoint() {
     for n in 0..100u64 {
         fixture.loads[0]
             .start()
-            .finish(Outcome::Success, ms(1), fixture.at(n));
+            .finish(Verdict::Success, ms(1), fixture.at(n));
     }
     // One application error: 1% of the recent outcomes, well within the noise floor.
     fixture.loads[0]
         .start()
-        .finish(Outcome::Failure, ms(1), fixture.at(100));
+        .finish(Verdict::GatewayError, ms(1), fixture.at(100));
     // Nothing in flight anywhere, as at low concurrency: every comparison is a tie on load.
     let picks = counts(&fixture, &selector, 3000, None, &[], 11);
     assert!(
@@ -242,9 +242,9 @@ fn error_penalty_makes_a_failing_endpoint_look_busier() {
     // Endpoint 0 fails one request in five and has nothing in flight; endpoint 1 has one.
     for n in 0..500u64 {
         let outcome = if n % 5 == 0 {
-            Outcome::Failure
+            Verdict::GatewayError
         } else {
-            Outcome::Success
+            Verdict::Success
         };
         fixture.loads[0]
             .start()
@@ -304,7 +304,7 @@ fn peak_ewma_is_not_fooled_by_fast_failures() {
     for n in 1..=20u64 {
         fixture.loads[0]
             .start()
-            .finish(Outcome::Failure, ms(2), fixture.at(n));
+            .finish(Verdict::GatewayError, ms(2), fixture.at(n));
     }
     let selector = fixture.selector(Algorithm::PeakEwma);
     assert_eq!(counts(&fixture, &selector, 100, None, &[], 10), [0, 100]);

@@ -42,9 +42,9 @@ pub(super) struct Endpoint {
     /// Start of the healthy stretch that is currently earning a decay of `multiplier`.
     pub decay_from: Option<Instant>,
     pub suppressed: bool,
+    /// Start of the slow-start ramp: joining a pool that was already serving, or passing
+    /// probation.
     pub slow_start_from: Option<Instant>,
-    /// Joined a pool that was already serving: ramp up when it first turns healthy.
-    pub slow_start_pending: bool,
     pub last_error: Option<(String, Instant)>,
     pub probe_successes: u64,
     pub probe_failures: u64,
@@ -53,7 +53,8 @@ pub(super) struct Endpoint {
 // === impl Endpoint ===
 
 impl Endpoint {
-    pub fn new(slow_start_pending: bool, now: Instant) -> Self {
+    /// A new endpoint; `ramp` when it joins a pool that is already serving.
+    pub fn new(ramp: bool, now: Instant) -> Self {
         Self {
             state: State::Unknown,
             reason: Reason::New,
@@ -68,8 +69,7 @@ impl Endpoint {
             ejected_until: None,
             decay_from: None,
             suppressed: false,
-            slow_start_from: None,
-            slow_start_pending,
+            slow_start_from: ramp.then_some(now),
             last_error: None,
             probe_successes: 0,
             probe_failures: 0,
@@ -100,7 +100,8 @@ impl Endpoint {
         self.since = now;
     }
 
-    /// Turn healthy, ramping up when it joins from probation or as a newcomer to a busy pool.
+    /// Turn healthy. From probation the ramp starts now; a newcomer's ramp, begun when it
+    /// joined, carries on.
     pub fn become_healthy(
         &mut self,
         addr: SocketAddr,
@@ -108,10 +109,9 @@ impl Endpoint {
         now: Instant,
         events: &mut Vec<Event>,
     ) {
-        if reason == Reason::ProbationPassed || self.slow_start_pending {
+        if reason == Reason::ProbationPassed {
             self.slow_start_from = Some(now);
         }
-        self.slow_start_pending = false;
         self.suppressed = false;
         self.set_state(addr, State::Healthy, reason, now, events);
     }
@@ -133,7 +133,6 @@ impl Endpoint {
         self.reset_evidence();
         self.suppressed = false;
         self.slow_start_from = None;
-        self.slow_start_pending = false;
         self.set_state(addr, State::Ejected, reason, now, events);
     }
 
@@ -186,10 +185,12 @@ impl Endpoint {
         self.decay_from = Some(from + base.saturating_mul(steps));
     }
 
-    /// Slow-start factor: 0.1 → 1.0 linearly over `window` from the start of the ramp.
+    /// Slow-start factor: 0.1 → 1.0 linearly over `window` from the start of the ramp, for an
+    /// endpoint routed normally (`Unknown` or `Healthy`).
     pub fn weight_factor(&self, window: Duration, now: Instant) -> f64 {
+        let routed = matches!(self.state, State::Unknown | State::Healthy);
         match self.slow_start_from {
-            Some(from) if self.state == State::Healthy && !window.is_zero() => {
+            Some(from) if routed && !window.is_zero() => {
                 let done = now.saturating_duration_since(from).as_secs_f64() / window.as_secs_f64();
                 (0.1 + 0.9 * done).min(1.0)
             }

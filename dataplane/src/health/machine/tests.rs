@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{EndpointReport, Event, HealthSettings, PoolHealth, Reason, RouteClass, State};
-use crate::outlier::Outcome;
+use crate::outcome::Verdict;
 
 mod admission;
 mod budget;
@@ -72,7 +72,7 @@ impl Fx {
             if fx.pool.settings().probes_enabled {
                 fx.probe(i, true);
             } else {
-                fx.request(i, Outcome::Success);
+                fx.request(i, Verdict::Success);
             }
             assert_eq!(fx.state(i), State::Healthy);
         }
@@ -109,13 +109,13 @@ impl Fx {
         (0..count).flat_map(|_| self.probe(n, ok)).collect()
     }
 
-    fn request(&mut self, n: u8, outcome: Outcome) -> Vec<Event> {
+    fn request(&mut self, n: u8, verdict: Verdict) -> Vec<Event> {
         self.pool
-            .record_request(addr(n), outcome, "HTTP 503", self.now)
+            .record_request(addr(n), verdict, "HTTP 503", self.now)
     }
 
-    fn requests(&mut self, n: u8, outcome: Outcome, count: u32) -> Vec<Event> {
-        (0..count).flat_map(|_| self.request(n, outcome)).collect()
+    fn requests(&mut self, n: u8, verdict: Verdict, count: u32) -> Vec<Event> {
+        (0..count).flat_map(|_| self.request(n, verdict)).collect()
     }
 
     fn state(&self, n: u8) -> State {

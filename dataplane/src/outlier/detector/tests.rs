@@ -2,7 +2,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Detector, Limits, Outcome, Trip};
+use super::{Detector, Limits, Trip};
+use crate::outcome::Verdict;
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -26,27 +27,27 @@ fn only_rate() -> Limits {
 
 #[test]
 fn statuses_are_classified_like_envoy() {
-    assert_eq!(Outcome::from_status(200), Outcome::Success);
-    assert_eq!(Outcome::from_status(304), Outcome::Success);
-    assert_eq!(Outcome::from_status(404), Outcome::ClientError);
-    assert_eq!(Outcome::from_status(429), Outcome::ClientError);
-    assert_eq!(Outcome::from_status(500), Outcome::ServerError);
-    assert_eq!(Outcome::from_status(501), Outcome::ServerError);
+    assert_eq!(Verdict::from_status(200), Verdict::Success);
+    assert_eq!(Verdict::from_status(304), Verdict::Success);
+    assert_eq!(Verdict::from_status(404), Verdict::ClientError);
+    assert_eq!(Verdict::from_status(429), Verdict::ClientError);
+    assert_eq!(Verdict::from_status(500), Verdict::ServerError);
+    assert_eq!(Verdict::from_status(501), Verdict::ServerError);
     for s in [502, 503, 504] {
-        assert_eq!(Outcome::from_status(s), Outcome::GatewayError);
+        assert_eq!(Verdict::from_status(s), Verdict::GatewayError);
     }
-    assert!(Outcome::GatewayError.is_failure() && Outcome::ServerError.is_failure());
-    assert!(!Outcome::ClientError.is_failure() && !Outcome::Success.is_failure());
+    assert!(Verdict::GatewayError.is_failure() && Verdict::ServerError.is_failure());
+    assert!(!Verdict::ClientError.is_failure() && !Verdict::Success.is_failure());
 }
 
 #[test]
 fn gateway_errors_trip_on_the_request_that_reaches_the_limit() {
     let t = Instant::now();
     let mut d = Detector::new();
-    assert_eq!(d.record(Outcome::GatewayError, &limits(), t), None);
-    assert_eq!(d.record(Outcome::GatewayError, &limits(), t), None);
+    assert_eq!(d.record(Verdict::GatewayError, &limits(), t), None);
+    assert_eq!(d.record(Verdict::GatewayError, &limits(), t), None);
     assert_eq!(
-        d.record(Outcome::GatewayError, &limits(), t),
+        d.record(Verdict::GatewayError, &limits(), t),
         Some(Trip::ConsecutiveGatewayErrors)
     );
 }
@@ -55,14 +56,14 @@ fn gateway_errors_trip_on_the_request_that_reaches_the_limit() {
 fn a_plain_5xx_breaks_a_gateway_streak_but_extends_the_5xx_streak() {
     let t = Instant::now();
     let mut d = Detector::new();
-    d.record(Outcome::GatewayError, &limits(), t);
-    d.record(Outcome::GatewayError, &limits(), t);
-    assert_eq!(d.record(Outcome::ServerError, &limits(), t), None);
+    d.record(Verdict::GatewayError, &limits(), t);
+    d.record(Verdict::GatewayError, &limits(), t);
+    assert_eq!(d.record(Verdict::ServerError, &limits(), t), None);
     assert_eq!(d.consecutive_gateway_errors(), 0);
     assert_eq!(d.consecutive_5xx(), 3);
-    d.record(Outcome::GatewayError, &limits(), t);
+    d.record(Verdict::GatewayError, &limits(), t);
     assert_eq!(
-        d.record(Outcome::ServerError, &limits(), t),
+        d.record(Verdict::ServerError, &limits(), t),
         Some(Trip::Consecutive5xx)
     );
 }
@@ -72,13 +73,13 @@ fn client_errors_neither_count_nor_reset() {
     let t = Instant::now();
     let mut d = Detector::new();
     for _ in 0..4 {
-        d.record(Outcome::ServerError, &limits(), t);
-        assert_eq!(d.record(Outcome::ClientError, &limits(), t), None);
+        d.record(Verdict::ServerError, &limits(), t);
+        assert_eq!(d.record(Verdict::ClientError, &limits(), t), None);
     }
     assert_eq!(d.consecutive_5xx(), 4);
     assert_eq!(d.window_counts(limits().error_rate_window, t).requests, 4);
     assert_eq!(
-        d.record(Outcome::ServerError, &limits(), t),
+        d.record(Verdict::ServerError, &limits(), t),
         Some(Trip::Consecutive5xx)
     );
 }
@@ -89,7 +90,7 @@ fn a_thousand_client_errors_never_trip() {
     let mut d = Detector::new();
     for i in 0..1000u64 {
         let at = t + Duration::from_millis(i);
-        assert_eq!(d.record(Outcome::ClientError, &limits(), at), None);
+        assert_eq!(d.record(Verdict::ClientError, &limits(), at), None);
     }
 }
 
@@ -97,14 +98,14 @@ fn a_thousand_client_errors_never_trip() {
 fn a_success_resets_both_streaks() {
     let t = Instant::now();
     let mut d = Detector::new();
-    d.record(Outcome::GatewayError, &limits(), t);
-    d.record(Outcome::GatewayError, &limits(), t);
-    d.record(Outcome::Success, &limits(), t);
+    d.record(Verdict::GatewayError, &limits(), t);
+    d.record(Verdict::GatewayError, &limits(), t);
+    d.record(Verdict::Success, &limits(), t);
     assert_eq!(
         (d.consecutive_gateway_errors(), d.consecutive_5xx()),
         (0, 0)
     );
-    assert_eq!(d.record(Outcome::GatewayError, &limits(), t), None);
+    assert_eq!(d.record(Verdict::GatewayError, &limits(), t), None);
 }
 
 #[test]
@@ -114,15 +115,15 @@ fn error_rate_trips_only_with_enough_requests_in_the_window() {
     // 1 failure in 5 is exactly 20%: not above. Keep it up to 40 requests.
     for i in 0..40 {
         let o = if i % 5 == 4 {
-            Outcome::ServerError
+            Verdict::ServerError
         } else {
-            Outcome::Success
+            Verdict::Success
         };
         assert_eq!(d.record(o, &only_rate(), t), None, "request {i}");
     }
     // One more failure tips the share above 20%.
     assert_eq!(
-        d.record(Outcome::ServerError, &only_rate(), t),
+        d.record(Verdict::ServerError, &only_rate(), t),
         Some(Trip::ErrorRate)
     );
 }
@@ -132,14 +133,14 @@ fn error_rate_ignores_failures_that_left_the_window() {
     let t = Instant::now();
     let mut d = Detector::new();
     for _ in 0..15 {
-        d.record(Outcome::ServerError, &only_rate(), t);
+        d.record(Verdict::ServerError, &only_rate(), t);
     }
     // Much later: 19 successes and 1 failure are 5%, the old failures no longer count.
     let later = t + 30 * SEC;
     for _ in 0..19 {
-        assert_eq!(d.record(Outcome::Success, &only_rate(), later), None);
+        assert_eq!(d.record(Verdict::Success, &only_rate(), later), None);
     }
-    assert_eq!(d.record(Outcome::ServerError, &only_rate(), later), None);
+    assert_eq!(d.record(Verdict::ServerError, &only_rate(), later), None);
 }
 
 #[test]
@@ -147,7 +148,7 @@ fn reset_forgets_streaks_and_window() {
     let t = Instant::now();
     let mut d = Detector::new();
     for _ in 0..10 {
-        d.record(Outcome::ServerError, &only_rate(), t);
+        d.record(Verdict::ServerError, &only_rate(), t);
     }
     d.reset();
     assert_eq!(d.consecutive_5xx(), 0);

@@ -31,17 +31,17 @@ fn first_probe_success_makes_unknown_healthy() {
 #[test]
 fn request_success_does_not_admit_unknown_when_probes_are_enabled() {
     let mut fx = Fx::unknown(settings(), 1);
-    assert_eq!(fx.requests(1, Outcome::Success, 10), vec![]);
+    assert_eq!(fx.requests(1, Verdict::Success, 10), vec![]);
     assert_eq!(fx.state(1), State::Unknown);
 }
 
 #[test]
 fn without_probes_first_request_success_makes_unknown_healthy() {
     let mut fx = Fx::unknown(passive_only(), 1);
-    assert_eq!(fx.request(1, Outcome::ClientError), vec![]);
+    assert_eq!(fx.request(1, Verdict::ClientError), vec![]);
     assert_eq!(fx.state(1), State::Unknown, "a 4xx proves nothing");
     assert_eq!(
-        fx.request(1, Outcome::Success),
+        fx.request(1, Verdict::Success),
         vec![moved(
             1,
             State::Unknown,
@@ -121,7 +121,7 @@ fn zero_unhealthy_threshold_behaves_as_one() {
 fn request_successes_do_not_reset_the_probe_failure_streak() {
     let mut fx = Fx::healthy(settings(), 4);
     fx.probes(1, false, 2);
-    fx.requests(1, Outcome::Success, 5);
+    fx.requests(1, Verdict::Success, 5);
     fx.probe(1, false);
     assert_eq!(fx.state(1), State::Ejected);
 }
@@ -134,7 +134,7 @@ fn unknown_addresses_are_ignored_everywhere() {
     assert_eq!(fx.pool.record_probe(stranger, false, "x", now), vec![]);
     assert_eq!(
         fx.pool
-            .record_request(stranger, Outcome::GatewayError, "x", now),
+            .record_request(stranger, Verdict::GatewayError, "x", now),
         vec![]
     );
     assert_eq!(fx.pool.remove(stranger, now), vec![]);

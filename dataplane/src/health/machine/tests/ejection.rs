@@ -14,9 +14,9 @@ fn only_rate() -> HealthSettings {
 #[test]
 fn gateway_errors_eject_at_once_on_the_request_that_reaches_the_limit() {
     let mut fx = Fx::healthy(settings(), 4);
-    assert_eq!(fx.requests(1, Outcome::GatewayError, 2), vec![]);
+    assert_eq!(fx.requests(1, Verdict::GatewayError, 2), vec![]);
     assert_eq!(
-        fx.request(1, Outcome::GatewayError),
+        fx.request(1, Verdict::GatewayError),
         vec![moved(
             1,
             State::Healthy,
@@ -34,7 +34,7 @@ fn zero_limits_disable_the_consecutive_rules() {
         ..settings()
     };
     let mut fx = Fx::healthy(s, 4);
-    assert_eq!(fx.requests(1, Outcome::GatewayError, 500), vec![]);
+    assert_eq!(fx.requests(1, Verdict::GatewayError, 500), vec![]);
     assert_eq!(fx.state(1), State::Healthy);
 }
 
@@ -42,11 +42,11 @@ fn zero_limits_disable_the_consecutive_rules() {
 fn consecutive_5xx_counts_server_and_gateway_errors() {
     let mut fx = Fx::healthy(settings(), 4);
     // 500s break every gateway streak, so only the 5xx rule can trip.
-    for o in [Outcome::ServerError, Outcome::GatewayError].repeat(2) {
+    for o in [Verdict::ServerError, Verdict::GatewayError].repeat(2) {
         assert_eq!(fx.request(1, o), vec![]);
     }
     assert_eq!(
-        fx.request(1, Outcome::ServerError),
+        fx.request(1, Verdict::ServerError),
         vec![moved(
             1,
             State::Healthy,
@@ -60,8 +60,8 @@ fn consecutive_5xx_counts_server_and_gateway_errors() {
 fn a_success_resets_the_5xx_streak() {
     let mut fx = Fx::healthy(settings(), 4);
     for _ in 0..20 {
-        fx.requests(1, Outcome::ServerError, 4);
-        fx.request(1, Outcome::Success);
+        fx.requests(1, Verdict::ServerError, 4);
+        fx.request(1, Verdict::Success);
     }
     assert_eq!(fx.state(1), State::Healthy);
 }
@@ -69,10 +69,10 @@ fn a_success_resets_the_5xx_streak() {
 #[test]
 fn client_errors_neither_count_nor_reset_a_5xx_streak() {
     let mut fx = Fx::healthy(settings(), 4);
-    fx.requests(1, Outcome::ServerError, 4);
-    assert_eq!(fx.requests(1, Outcome::ClientError, 100), vec![]);
+    fx.requests(1, Verdict::ServerError, 4);
+    assert_eq!(fx.requests(1, Verdict::ClientError, 100), vec![]);
     assert_eq!(fx.report(1).consecutive_5xx, 4);
-    fx.request(1, Outcome::ServerError);
+    fx.request(1, Verdict::ServerError);
     assert_eq!(fx.state(1), State::Ejected);
 }
 
@@ -86,7 +86,7 @@ fn four_hundreds_never_eject_under_any_rule() {
         ..settings()
     };
     let mut fx = Fx::healthy(s, 4);
-    assert_eq!(fx.requests(1, Outcome::ClientError, 1000), vec![]);
+    assert_eq!(fx.requests(1, Verdict::ClientError, 1000), vec![]);
     let r = fx.report(1);
     assert_eq!(
         (r.state, r.window_requests, r.last_error),
@@ -97,18 +97,18 @@ fn four_hundreds_never_eject_under_any_rule() {
 #[test]
 fn error_rate_below_min_requests_never_ejects() {
     let mut fx = Fx::healthy(only_rate(), 4);
-    assert_eq!(fx.requests(1, Outcome::ServerError, 19), vec![]);
+    assert_eq!(fx.requests(1, Verdict::ServerError, 19), vec![]);
     assert_eq!(fx.state(1), State::Healthy);
 }
 
 #[test]
 fn error_rate_above_threshold_with_enough_requests_ejects() {
     let mut fx = Fx::healthy(only_rate(), 4);
-    fx.requests(1, Outcome::Success, 16);
-    fx.requests(1, Outcome::GatewayError, 4);
+    fx.requests(1, Verdict::Success, 16);
+    fx.requests(1, Verdict::GatewayError, 4);
     assert_eq!(fx.state(1), State::Healthy, "20% is not above 20%");
     assert_eq!(
-        fx.request(1, Outcome::ServerError),
+        fx.request(1, Verdict::ServerError),
         vec![moved(1, State::Healthy, State::Ejected, Reason::ErrorRate)]
     );
 }
@@ -116,10 +116,10 @@ fn error_rate_above_threshold_with_enough_requests_ejects() {
 #[test]
 fn old_failures_leave_the_error_rate_window() {
     let mut fx = Fx::healthy(only_rate(), 4);
-    fx.requests(1, Outcome::ServerError, 15);
+    fx.requests(1, Verdict::ServerError, 15);
     fx.advance(20 * SEC);
-    fx.requests(1, Outcome::Success, 16);
-    fx.requests(1, Outcome::ServerError, 4);
+    fx.requests(1, Verdict::Success, 16);
+    fx.requests(1, Verdict::ServerError, 4);
     assert_eq!(
         fx.state(1),
         State::Healthy,
@@ -133,8 +133,8 @@ fn requests_to_an_ejected_endpoint_change_nothing() {
     let mut fx = Fx::healthy(settings(), 4);
     fx.eject(1);
     let before = fx.report(1);
-    assert_eq!(fx.requests(1, Outcome::Success, 50), vec![]);
-    assert_eq!(fx.requests(1, Outcome::GatewayError, 50), vec![]);
+    assert_eq!(fx.requests(1, Verdict::Success, 50), vec![]);
+    assert_eq!(fx.requests(1, Verdict::GatewayError, 50), vec![]);
     let after = fx.report(1);
     assert_eq!(after.state, State::Ejected);
     assert_eq!(
@@ -248,7 +248,7 @@ fn absurd_durations_do_not_panic() {
         ..settings()
     };
     let mut fx = Fx::healthy(s, 4);
-    fx.requests(1, Outcome::ServerError, 30);
+    fx.requests(1, Verdict::ServerError, 30);
     fx.eject(1);
     fx.advance(1000 * BASE);
     assert_eq!(fx.state(1), State::Ejected);

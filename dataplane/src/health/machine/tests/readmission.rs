@@ -9,8 +9,7 @@ fn ejected_endpoint_returns_only_through_probation() {
     events.extend(fx.advance(BASE));
     events.extend(fx.probes(1, true, 2));
     assert_eq!(fx.class(1), Some(RouteClass::Probation));
-    events.extend(fx.requests(1, Outcome::Success, 3));
-    events.extend(fx.probes(1, true, 2));
+    events.extend(fx.requests(1, Verdict::Success, 5));
     assert_eq!(
         events,
         vec![
@@ -82,7 +81,7 @@ fn a_probe_failure_while_ejected_restarts_the_evidence() {
 #[test]
 fn without_probes_expiry_alone_leads_serve_into_probation() {
     let mut fx = Fx::healthy(passive_only(), 4);
-    fx.requests(1, Outcome::GatewayError, 3);
+    fx.requests(1, Verdict::GatewayError, 3);
     assert_eq!(fx.state(1), State::Ejected);
     assert_eq!(fx.advance(BASE - SEC), vec![]);
     assert_eq!(
@@ -95,9 +94,9 @@ fn without_probes_expiry_alone_leads_serve_into_probation() {
         )]
     );
     // Passive re-admission: five real successes on the trickle.
-    fx.requests(1, Outcome::Success, 4);
+    fx.requests(1, Verdict::Success, 4);
     assert_eq!(
-        fx.request(1, Outcome::Success),
+        fx.request(1, Verdict::Success),
         vec![moved(
             1,
             State::Probation,
@@ -108,18 +107,23 @@ fn without_probes_expiry_alone_leads_serve_into_probation() {
 }
 
 #[test]
-fn requests_and_probes_both_count_on_probation_and_4xx_is_neutral() {
+fn with_traffic_only_requests_count_on_probation_and_4xx_is_neutral() {
     let mut fx = Fx::healthy(settings(), 4);
     fx.eject(1);
     fx.serve_into_probation(1);
-    fx.request(1, Outcome::Success);
+    fx.request(1, Verdict::Success);
     fx.probe(1, true);
-    fx.requests(1, Outcome::ClientError, 10);
-    fx.request(1, Outcome::Success);
+    fx.requests(1, Verdict::ClientError, 10);
+    fx.request(1, Verdict::Success);
     fx.probe(1, true);
-    assert_eq!(fx.report(1).probation_successes, 4);
+    assert_eq!(
+        fx.report(1).probation_successes,
+        2,
+        "the probes did not count"
+    );
+    fx.requests(1, Verdict::Success, 2);
     assert_eq!(fx.state(1), State::Probation);
-    fx.request(1, Outcome::Success);
+    fx.request(1, Verdict::Success);
     assert_eq!(fx.state(1), State::Healthy);
 }
 
@@ -135,7 +139,7 @@ fn three_to_leave_five_to_return_one_to_leave_again() {
     fx.serve_into_probation(1);
     fx.probes(1, true, 4);
     assert_eq!(
-        fx.request(1, Outcome::GatewayError),
+        fx.request(1, Verdict::GatewayError),
         vec![moved(
             1,
             State::Probation,
@@ -164,8 +168,8 @@ fn any_failure_on_probation_re_ejects() {
         fx.serve_into_probation(1);
         let events = match failure {
             "probe" => fx.probe(1, false),
-            "5xx" => fx.request(1, Outcome::ServerError),
-            _ => fx.request(1, Outcome::GatewayError),
+            "5xx" => fx.request(1, Verdict::ServerError),
+            _ => fx.request(1, Verdict::GatewayError),
         };
         assert_eq!(
             events,
@@ -197,14 +201,42 @@ fn probation_failure_is_never_suppressed_by_the_ejection_budget() {
 #[test]
 fn re_admitted_endpoint_starts_with_clean_counters() {
     let mut fx = Fx::healthy(settings(), 4);
-    fx.requests(1, Outcome::ServerError, 2);
+    fx.requests(1, Verdict::ServerError, 2);
     fx.eject(1);
     fx.serve_into_probation(1);
     fx.probes(1, true, 5);
     let r = fx.report(1);
     assert_eq!((r.consecutive_5xx, r.consecutive_probe_failures), (0, 0));
     // It takes the full streaks again to leave.
-    fx.requests(1, Outcome::GatewayError, 2);
+    fx.requests(1, Verdict::GatewayError, 2);
     fx.probes(1, false, 2);
+    assert_eq!(fx.state(1), State::Healthy);
+}
+
+#[test]
+fn with_traffic_flowing_probation_is_earned_on_requests_not_probes() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.serve_into_probation(1);
+    // The pool has traffic: a TCP probe cannot see the fast 5xx real requests might get.
+    fx.request(2, Verdict::Success);
+    fx.probes(1, true, 10);
+    assert_eq!(
+        fx.state(1),
+        State::Probation,
+        "probes alone did not pass it"
+    );
+    fx.requests(1, Verdict::Success, 5);
+    assert_eq!(fx.state(1), State::Healthy);
+}
+
+#[test]
+fn an_idle_pools_probes_still_carry_an_endpoint_through_probation() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.request(2, Verdict::Success);
+    fx.eject(1);
+    fx.serve_into_probation(1);
+    fx.advance(super::super::RECENT_TRAFFIC);
+    fx.probes(1, true, 5);
     assert_eq!(fx.state(1), State::Healthy);
 }

@@ -14,8 +14,8 @@ fn report_tracks_counts_times_and_last_error() {
     fx.probe(1, true);
     fx.pool
         .record_probe(addr(1), false, "connect: connection refused", fx.now);
-    fx.requests(1, Outcome::ServerError, 2);
-    fx.requests(1, Outcome::GatewayError, 1);
+    fx.requests(1, Verdict::ServerError, 2);
+    fx.requests(1, Verdict::GatewayError, 1);
     fx.advance(2 * SEC);
     let r = fx.report(1);
     assert_eq!(r.state, State::Healthy);
@@ -45,7 +45,7 @@ fn report_counts_ejections_now_and_over_a_lifetime() {
 #[test]
 fn report_serializes_to_camel_case_json_with_pascal_case_names() {
     let mut fx = Fx::healthy(settings(), 4);
-    fx.requests(1, Outcome::GatewayError, 3);
+    fx.requests(1, Verdict::GatewayError, 3);
     let json = serde_json::to_value(fx.report(1)).expect("serializes");
     assert_eq!(json["address"], "10.0.0.1:8080");
     assert_eq!(json["state"], "Ejected");

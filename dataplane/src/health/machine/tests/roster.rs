@@ -116,7 +116,7 @@ fn evidence_about_draining_endpoints_changes_no_state() {
     let mut fx = Fx::healthy(settings(), 2);
     fx.upsert(1, true);
     assert_eq!(fx.probes(1, false, 10), vec![]);
-    assert_eq!(fx.requests(1, Outcome::GatewayError, 10), vec![]);
+    assert_eq!(fx.requests(1, Verdict::GatewayError, 10), vec![]);
     let r = fx.report(1);
     assert_eq!((r.state, r.probe_failures_total), (State::Draining, 10));
     assert_eq!(
@@ -143,7 +143,7 @@ fn evidence_about_draining_endpoints_changes_no_state() {
 fn settings_reload_keeps_every_endpoint_state() {
     let mut fx = Fx::healthy(settings(), 4);
     fx.eject(1);
-    fx.requests(2, Outcome::ServerError, 4);
+    fx.requests(2, Verdict::ServerError, 4);
     let before = fx.pool.reports(fx.now);
     let reloaded = HealthSettings {
         unhealthy_threshold: 1,
@@ -154,7 +154,7 @@ fn settings_reload_keeps_every_endpoint_state() {
     assert_eq!(fx.advance(Duration::ZERO), vec![]);
     assert_eq!(fx.pool.reports(fx.now), before);
     // The new knobs apply from now on.
-    fx.request(2, Outcome::ServerError);
+    fx.request(2, Verdict::ServerError);
     assert_eq!(fx.state(2), State::Healthy, "consecutive5xx is 10 now");
     fx.probe(3, false);
     assert_eq!(fx.state(3), State::Ejected, "unhealthyThreshold is 1 now");
@@ -183,16 +183,56 @@ fn slow_start_ramps_linearly_after_probation() {
 }
 
 #[test]
-fn newcomer_to_a_serving_pool_ramps_up_but_the_first_roster_does_not() {
+fn newcomer_to_a_serving_pool_ramps_from_when_it_joins_but_the_first_roster_does_not() {
     let mut fx = Fx::healthy(settings(), 2);
     assert!(close(fx.weight(1), 1.0) && close(fx.weight(2), 1.0));
     fx.upsert(3, false);
-    assert!(close(fx.weight(3), 1.0), "unknown endpoints are not ramped");
+    assert!(
+        close(fx.weight(3), 0.1),
+        "routed while Unknown, so ramped from the start"
+    );
     fx.advance(5 * SEC);
+    assert!(close(fx.weight(3), 0.25));
     fx.probe(3, true);
-    assert!(close(fx.weight(3), 0.1));
+    assert_eq!(fx.state(3), State::Healthy);
+    assert!(
+        close(fx.weight(3), 0.25),
+        "turning healthy carries the ramp on, it does not restart it"
+    );
     fx.advance(15 * SEC);
-    assert!(close(fx.weight(3), 0.55));
+    assert!(close(fx.weight(3), 0.7));
+    assert!(
+        close(fx.report(3).weight_factor, 0.7),
+        "reports say what routing uses"
+    );
+}
+
+#[test]
+fn a_whole_roster_applies_in_one_pass_with_one_panic_evaluation() {
+    let mut fx = Fx::healthy(settings(), 3);
+    let events = fx.pool.apply_roster(
+        &[(addr(2), false), (addr(3), true), (addr(4), false)],
+        fx.now,
+    );
+    assert_eq!(
+        events,
+        vec![
+            moved(3, State::Healthy, State::Draining, Reason::Terminating),
+            moved(
+                1,
+                State::Healthy,
+                State::Draining,
+                Reason::RemovedFromRoster
+            ),
+        ]
+    );
+    assert_eq!(fx.state(4), State::Unknown);
+    assert!(
+        close(fx.weight(4), 0.1),
+        "a newcomer to a serving pool ramps"
+    );
+    assert_eq!(fx.class(1), None);
+    assert_eq!(fx.class(3), Some(RouteClass::TerminatingFallback));
 }
 
 #[test]

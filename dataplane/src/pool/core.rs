@@ -1,0 +1,297 @@
+//! The state one pool's owner keeps, and every change to it, synchronously: rosters, request
+//! verdicts, probe results and ticks go in; routing snapshots come out. Only the owner task
+//! (`owner.rs`) holds a `Core`, so changes happen one at a time, in the order they arrived, and
+//! each snapshot is built from the state after the change it follows: no snapshot can be lost to
+//! a race, and an endpoint that returns while its drain finishes is never removed after its
+//! return. No lock is taken anywhere in here.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::endpoint::Endpoint;
+use super::report::{self, PoolView};
+use super::routing::Routing;
+use super::settings::{PoolSettings, Tuning};
+use crate::balance::{Candidate, Selector, ShareTracker};
+use crate::config::EndpointConfig;
+use crate::drain::{self, EndpointDrains};
+use crate::health::machine::{Event, HealthSettings, PoolHealth, RouteClass, State};
+use crate::metrics::Metrics;
+use crate::outcome::Verdict;
+use crate::upstream::IDLE_TIMEOUT;
+
+pub(super) struct Core {
+    name: Arc<str>,
+    settings: Arc<PoolSettings>,
+    tuning: Tuning,
+    health: PoolHealth,
+    endpoints: HashMap<SocketAddr, Arc<Endpoint>>,
+    drains: EndpointDrains,
+    share: Arc<ShareTracker>,
+    metrics: Arc<Metrics>,
+    /// Version of the last snapshot built.
+    version: u64,
+    /// Something routing depends on changed since the last snapshot.
+    dirty: bool,
+    /// The last snapshot has an endpoint ramping up: every tick changes its weight.
+    ramping: bool,
+}
+
+impl Core {
+    pub(super) fn new(
+        name: Arc<str>,
+        settings: Arc<PoolSettings>,
+        tuning: Tuning,
+        metrics: Arc<Metrics>,
+        now: Instant,
+    ) -> Self {
+        Self {
+            health: PoolHealth::new(HealthSettings::from_policy(&settings.policy)),
+            name,
+            settings,
+            tuning,
+            endpoints: HashMap::new(),
+            drains: EndpointDrains::default(),
+            share: Arc::new(ShareTracker::new(now)),
+            metrics,
+            version: 0,
+            dirty: true,
+            ramping: false,
+        }
+    }
+
+    pub(super) fn settings(&self) -> &Arc<PoolSettings> {
+        &self.settings
+    }
+
+    /// Apply a roster and policy: new endpoints start Unknown, endpoints that stay keep their
+    /// health, endpoints that left drain. Returns the new ones (to be probed).
+    pub(super) fn update(
+        &mut self,
+        roster: &[EndpointConfig],
+        settings: Arc<PoolSettings>,
+        now: Instant,
+    ) -> Vec<SocketAddr> {
+        self.health
+            .set_settings(HealthSettings::from_policy(&settings.policy));
+        self.settings = settings;
+        let http2 = self.settings.http2;
+        let mut added = Vec::new();
+        for config in roster {
+            let endpoint = self.endpoints.entry(config.address).or_insert_with(|| {
+                added.push(config.address);
+                Arc::new(Endpoint::new(
+                    &self.name,
+                    config,
+                    http2,
+                    self.tuning.keepalive,
+                    &self.metrics,
+                    now,
+                ))
+            });
+            endpoint.upstream.set_http2(http2);
+            endpoint.load.set_weight(config.weight);
+            if self.drains.cancel(config.address) {
+                endpoint.upstream.undrain();
+            }
+        }
+        let listed: HashSet<SocketAddr> = roster.iter().map(|e| e.address).collect();
+        for addr in self.endpoints.keys().filter(|a| !listed.contains(a)) {
+            self.drains.start(*addr, now);
+        }
+        let entries: Vec<(SocketAddr, bool)> =
+            roster.iter().map(|e| (e.address, e.terminating)).collect();
+        let events = self.health.apply_roster(&entries, now);
+        self.apply(events);
+        self.dirty = true;
+        added
+    }
+
+    /// One request's verdict on its endpoint.
+    pub(super) fn record_request(
+        &mut self,
+        addr: SocketAddr,
+        verdict: Verdict,
+        detail: &str,
+        now: Instant,
+    ) {
+        let events = self.health.record_request(addr, verdict, detail, now);
+        self.apply(events);
+    }
+
+    /// One active probe result.
+    pub(super) fn record_probe(&mut self, addr: SocketAddr, ok: bool, detail: &str, now: Instant) {
+        let result = if ok { "success" } else { "failure" };
+        self.metrics
+            .probes
+            .with_label_values(&[&*self.name, &addr.to_string(), result])
+            .inc();
+        let events = self.health.record_probe(addr, ok, detail, now);
+        self.apply(events);
+    }
+
+    /// Expiries, slow start, panic, idle connections, and finished drains. Returns the
+    /// endpoints forgotten (their probes stop).
+    pub(super) fn tick(&mut self, now: Instant) -> Vec<SocketAddr> {
+        let events = self.health.tick(now);
+        self.apply(events);
+        if self.ramping {
+            self.dirty = true;
+        }
+        for endpoint in self.endpoints.values() {
+            endpoint.upstream.expire_idle(IDLE_TIMEOUT, now);
+        }
+        let endpoints = &self.endpoints;
+        let finished = self
+            .drains
+            .finished(now, self.settings.drain_timeout, |addr| {
+                endpoints.get(&addr).map_or(0, |e| e.load.outstanding())
+            });
+        let mut forgotten = Vec::new();
+        for done in finished {
+            let Some(endpoint) = self.endpoints.remove(&done.addr) else {
+                continue;
+            };
+            if done.cut > 0 {
+                tracing::warn!(pool = %self.name, endpoint = %done.addr, in_flight = done.cut, "drain timeout: closing connections with requests in flight");
+            }
+            drain::close(&endpoint.upstream);
+            self.health.forget(done.addr);
+            self.metrics
+                .forget_endpoint(&self.name, &done.addr.to_string());
+            tracing::info!(pool = %self.name, endpoint = %done.addr, "endpoint drained and removed");
+            forgotten.push(done.addr);
+            self.dirty = true;
+        }
+        forgotten
+    }
+
+    /// A new snapshot when routing changed since the last one.
+    pub(super) fn snapshot(&mut self, now: Instant) -> Option<Routing> {
+        self.dirty.then(|| self.next_snapshot(now))
+    }
+
+    /// The next snapshot, changed or not.
+    pub(super) fn next_snapshot(&mut self, now: Instant) -> Routing {
+        self.dirty = false;
+        self.version += 1;
+        let routing = self.build(now);
+        self.ramping = routing.ramping;
+        routing
+    }
+
+    /// The pool as `/endpoints` shows it.
+    pub(super) fn view(&self, now: Instant) -> PoolView {
+        let reports = self.health.reports(now);
+        report::view(
+            &self.name,
+            self.health.panic(),
+            reports,
+            &self.endpoints,
+            now,
+        )
+    }
+
+    /// The state the health machine says `addr` is in.
+    #[cfg(test)]
+    pub(super) fn state(&self, addr: SocketAddr) -> Option<State> {
+        self.health.state(addr)
+    }
+
+    /// Who the health machine routes now, and how (what the next snapshot must say).
+    #[cfg(test)]
+    pub(super) fn expected_routes(&self, now: Instant) -> Vec<(SocketAddr, RouteClass)> {
+        self.health
+            .routes(now)
+            .endpoints
+            .iter()
+            .filter(|r| self.endpoints.contains_key(&r.addr))
+            .map(|r| (r.addr, r.class))
+            .collect()
+    }
+
+    /// Close every connection and forget the pool's series (the pool is going away).
+    pub(super) fn shutdown(&mut self) {
+        for endpoint in self.endpoints.values() {
+            drain::close(&endpoint.upstream);
+        }
+        for addr in self.endpoints.keys() {
+            self.metrics.forget_endpoint(&self.name, &addr.to_string());
+        }
+        self.metrics.forget_pool(&self.name);
+    }
+
+    /// Log and count what the health machine decided, and do what it means for connections.
+    fn apply(&mut self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        self.dirty = true;
+        for event in &events {
+            report::log_event(&self.name, event, &self.metrics);
+            let Event::Transition {
+                endpoint, from, to, ..
+            } = event
+            else {
+                continue;
+            };
+            let Some(ep) = self.endpoints.get(endpoint) else {
+                continue;
+            };
+            match (from, to) {
+                (_, State::Draining) => drain::begin(&ep.upstream),
+                (State::Draining, _) => ep.upstream.undrain(),
+                // A connection that went dark must not outlive the ejection it caused.
+                (_, State::Ejected) => ep.upstream.retire(),
+                _ => {}
+            }
+        }
+    }
+
+    fn build(&self, now: Instant) -> Routing {
+        let routes = self.health.routes(now);
+        let mut candidates = Vec::new();
+        let mut normal = HashMap::new();
+        let mut probation = Vec::new();
+        let mut fallback = Vec::new();
+        for route in &routes.endpoints {
+            let Some(endpoint) = self.endpoints.get(&route.addr) else {
+                continue;
+            };
+            match route.class {
+                RouteClass::Normal => {
+                    candidates.push(Candidate {
+                        addr: route.addr,
+                        load: Arc::clone(&endpoint.load),
+                        weight_factor: route.weight_factor,
+                    });
+                    normal.insert(route.addr, Arc::clone(endpoint));
+                }
+                RouteClass::Probation => probation.push(Arc::clone(endpoint)),
+                RouteClass::TerminatingFallback => fallback.push(Arc::clone(endpoint)),
+            }
+        }
+        let ramping = candidates.iter().any(|c| c.weight_factor < 1.0);
+        Routing {
+            version: self.version,
+            settings: Arc::clone(&self.settings),
+            name: Arc::clone(&self.name),
+            selector: Selector::new(
+                &self.settings.policy.load_balancer,
+                candidates,
+                Arc::clone(&self.share),
+            ),
+            normal,
+            probation,
+            fallback,
+            total: self.endpoints.len().saturating_sub(self.drains.len()),
+            ramping,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

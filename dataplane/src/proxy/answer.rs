@@ -1,0 +1,53 @@
+//! Every answer the sidecar makes itself: an honest status, a reason header a person can grep
+//! for, and a one-line body saying what happened.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+
+use crate::retry::LocalAnswer;
+use crate::upstream::ProxyBody;
+
+/// The header carrying why the sidecar answered itself.
+pub const REASON_HEADER: &str = "x-rollcall-reason";
+
+/// An answer made by the sidecar: `status`, `x-rollcall-reason: reason`, and `message`.
+pub fn error_response(
+    status: StatusCode,
+    reason: &'static str,
+    message: &str,
+) -> Response<ProxyBody> {
+    let body = Full::new(Bytes::from(format!("{message}\n")))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(REASON_HEADER, HeaderValue::from_static(reason));
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// The planner's answer as a response; `detail` is what went wrong, in words.
+pub fn local(answer: LocalAnswer, detail: &str) -> Response<ProxyBody> {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let what = match answer.reason {
+        "upstream-connect-failure" => "could not connect to an endpoint",
+        "upstream-reset" => "the endpoint failed mid-request",
+        "upstream-protocol-error" => "the endpoint did not answer in HTTP",
+        "upstream-timeout" => "the endpoint did not answer in time",
+        "deadline-exceeded" => "the request deadline passed before an endpoint answered",
+        "client-body-error" => "reading the request body failed",
+        "client-body-timeout" => "the request body stopped arriving",
+        _ => "",
+    };
+    let message = match (what, detail) {
+        ("", detail) => detail.to_owned(),
+        (what, "") => what.to_owned(),
+        (what, detail) => format!("{what}: {detail}"),
+    };
+    error_response(status, answer.reason, &message)
+}

@@ -1,0 +1,180 @@
+//! One try of one request on one endpoint: get a connection, send, and say how it ended as an
+//! [`Outcome`], racing the try's clocks (`retry::Clock`). The clocks of a streamed upload start
+//! only once the client has sent it all, so the try waits for that before its allowance runs;
+//! a deadline (the client's, or what is left of ours) can cut the try at any time, and that cut
+//! is told apart from the try using up its own allowance. A failure whose cause is on the
+//! client's side (its body broke or stalled) or ours (we closed the connection) is named so.
+
+use std::time::Duration;
+
+use http::Response;
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use super::client_body::{Progress, RequestBody};
+use super::request::{Target, build_request};
+use crate::outcome::Outcome;
+use crate::pool::Endpoint;
+use crate::retry::Clock;
+use crate::upstream::{self, Conn, ConnectError, Release, SendError};
+
+/// The request as every try sends it.
+pub(super) struct Outgoing<'a> {
+    pub parts: &'a http::request::Parts,
+    pub target: &'a Target,
+    /// The client sent `grpc-timeout`: each try carries what is left of it.
+    pub grpc: bool,
+    pub connect_timeout: Duration,
+}
+
+/// How one try went.
+pub(super) struct TryResult {
+    pub outcome: Outcome,
+    /// What went wrong, in words (empty for an answer).
+    pub detail: String,
+    pub answer: Option<(Response<Incoming>, Release)>,
+    pub started: Instant,
+    pub ended: Instant,
+}
+
+/// Make one try on `endpoint`.
+pub(super) async fn run(
+    endpoint: &Endpoint,
+    outgoing: &Outgoing<'_>,
+    body: &mut RequestBody,
+    progress: &Progress,
+    clock: &mut Clock,
+) -> TryResult {
+    let started = Instant::now();
+    let (outcome, detail, answer) =
+        attempt(endpoint, outgoing, body, progress, clock, started).await;
+    if let Some(at) = progress.completed_at() {
+        clock.complete(at);
+    }
+    TryResult {
+        outcome,
+        detail,
+        answer,
+        started,
+        ended: Instant::now(),
+    }
+}
+
+type Ended = (Outcome, String, Option<(Response<Incoming>, Release)>);
+
+async fn attempt(
+    endpoint: &Endpoint,
+    outgoing: &Outgoing<'_>,
+    body: &mut RequestBody,
+    progress: &Progress,
+    clock: &mut Clock,
+    started: Instant,
+) -> Ended {
+    let connect = endpoint.upstream.acquire(outgoing.connect_timeout);
+    let connected = match clock.deadline() {
+        Some(deadline) => match tokio::time::timeout_at(deadline, connect).await {
+            Ok(connected) => connected,
+            Err(_) => {
+                return (
+                    Outcome::DeadlineCut,
+                    "the deadline passed while connecting".into(),
+                    None,
+                );
+            }
+        },
+        None => connect.await,
+    };
+    let conn = match connected {
+        Ok(conn) => conn,
+        Err(error @ ConnectError::Closed { .. }) => {
+            return (Outcome::ClosedLocally, error.to_string(), None);
+        }
+        Err(error) => return (Outcome::ConnectFailed, error.to_string(), None),
+    };
+    let Some(request_body) = body.take() else {
+        // Unreachable by the retry rules (a streamed body is never sent twice); say so.
+        return (
+            Outcome::ClosedLocally,
+            "the request body already left with an earlier try".into(),
+            None,
+        );
+    };
+    let http2 = matches!(conn, Conn::Http2 { .. });
+    let grpc_left = outgoing
+        .grpc
+        .then(|| clock.window(started).ends())
+        .flatten()
+        .map(|(at, _)| at.saturating_duration_since(Instant::now()));
+    let request = build_request(
+        outgoing.parts,
+        outgoing.target,
+        request_body,
+        http2,
+        grpc_left,
+    );
+    let sending = upstream::send(conn, request);
+    tokio::pin!(sending);
+    loop {
+        let ends = clock.window(started).ends();
+        let timer = async {
+            match ends {
+                Some((at, _)) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            sent = &mut sending => return classify(sent, endpoint, body, progress),
+            () = timer => {
+                return match ends {
+                    Some((_, true)) => (
+                        Outcome::TimedOut,
+                        format!(
+                            "no answer within {}",
+                            humantime::format_duration(clock.allowance())
+                        ),
+                        None,
+                    ),
+                    _ => (
+                        Outcome::DeadlineCut,
+                        "the deadline passed before the endpoint answered".into(),
+                        None,
+                    ),
+                };
+            }
+            at = progress.completed(), if !clock.is_complete() => clock.complete(at),
+        }
+    }
+}
+
+fn classify(
+    sent: Result<(Response<Incoming>, Release), SendError>,
+    endpoint: &Endpoint,
+    body: &mut RequestBody,
+    progress: &Progress,
+) -> Ended {
+    match sent {
+        Ok((response, release)) => (
+            Outcome::Answered(response.status().as_u16()),
+            String::new(),
+            Some((response, release)),
+        ),
+        Err(SendError::NotSent { request, error }) => {
+            // Nothing reached the endpoint: the body is whole again.
+            body.restore(request.into_body());
+            tracing::debug!(endpoint = %endpoint.addr, %error, "pooled connection was dead before writing");
+            (Outcome::DeadPooledConnection, error.to_string(), None)
+        }
+        Err(SendError::Sent(error)) => {
+            let outcome = if let Some(fault) = progress.fault() {
+                fault
+            } else if endpoint.upstream.closed_locally() {
+                Outcome::ClosedLocally
+            } else if error.is_parse() || error.is_parse_status() {
+                Outcome::ProtocolError
+            } else {
+                Outcome::Reset
+            };
+            (outcome, error.to_string(), None)
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Connections to one endpoint, owned by the sidecar rather than a generic client pool, because
+//! the request path needs that control: the connect step is separate from the send step (a
+//! request that never reached a connection can go anywhere, with its body intact); a pooled
+//! connection found dead before the request was written hands the request back (`send`); draining
+//! closes this endpoint's idle connections at once and, at the drain deadline, every other one;
+//! an ejection retires the connections in use so a re-admitted endpoint starts on fresh ones.
+//!
+//! HTTP/1.1 keeps a stack of idle keep-alive connections (`http1`); HTTP/2 keeps a set of
+//! multiplexed connections, each used up to the stream limit its peer announced, with PING
+//! keep-alive so a connection that went dark is closed instead of swallowing requests (`http2`).
+//! This module sits below both `pool` and `proxy` and knows neither.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+mod http1_idle;
+mod http2_set;
+mod send;
+
+use http1_idle::IdleStack;
+use http2_set::ConnectionSet;
+pub use http2_set::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, StreamSlot};
+pub use send::{Release, SendError, send};
+
+/// Any error a body can carry.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The request and response body type of the proxy.
+pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// An idle connection unused this long is closed (see `expire_idle`).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a connection could not be had. Every variant means the request never left the sidecar.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("connect to {addr} failed: {source}")]
+    Io {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("connect to {addr} timed out after {timeout:?}")]
+    Timeout { addr: SocketAddr, timeout: Duration },
+    #[error("handshake with {addr} failed: {source}")]
+    Handshake {
+        addr: SocketAddr,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("endpoint {addr} is closed")]
+    Closed { addr: SocketAddr },
+}
+
+/// A connection ready for one request.
+pub enum Conn {
+    Http1 {
+        tx: http1::SendRequest<ProxyBody>,
+        reused: bool,
+    },
+    Http2 {
+        tx: hyper::client::conn::http2::SendRequest<ProxyBody>,
+        /// Holds one of the connection's streams until the response ends.
+        slot: StreamSlot,
+        reused: bool,
+    },
+}
+
+/// HTTP/2 keep-alive: how often an idle connection is pinged, and how long a PING may go
+/// unanswered before the connection is closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeepAlive {
+    pub interval: Duration,
+    pub timeout: Duration,
+}
+
+/// The connections of one endpoint.
+pub struct Upstream {
+    addr: SocketAddr,
+    http2: AtomicBool,
+    keepalive: KeepAlive,
+    idle: IdleStack,
+    h2: ConnectionSet,
+    draining: AtomicBool,
+    /// Cancelling ends every connection task of this endpoint.
+    close_all: CancellationToken,
+    open: Arc<AtomicUsize>,
+}
+
+// === impl Conn ===
+
+impl Conn {
+    pub fn reused(&self) -> bool {
+        match self {
+            Conn::Http1 { reused, .. } | Conn::Http2 { reused, .. } => *reused,
+        }
+    }
+}
+
+impl Default for KeepAlive {
+    fn default() -> Self {
+        Self {
+            interval: KEEPALIVE_INTERVAL,
+            timeout: KEEPALIVE_TIMEOUT,
+        }
+    }
+}
+
+// === impl Upstream ===
+
+impl Upstream {
+    pub fn new(addr: SocketAddr, http2: bool) -> Self {
+        Self::with_keepalive(addr, http2, KeepAlive::default())
+    }
+
+    pub fn with_keepalive(addr: SocketAddr, http2: bool, keepalive: KeepAlive) -> Self {
+        Self {
+            addr,
+            http2: AtomicBool::new(http2),
+            keepalive,
+            idle: IdleStack::default(),
+            h2: ConnectionSet::default(),
+            draining: AtomicBool::new(false),
+            close_all: CancellationToken::new(),
+            open: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Connections currently open to this endpoint (idle and busy).
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Whether the sidecar closed this endpoint's connections itself (drain deadline, shutdown):
+    /// a request that failed then failed because of us, not the endpoint.
+    pub fn closed_locally(&self) -> bool {
+        self.close_all.is_cancelled()
+    }
+
+    /// A connection: a live pooled one if there is one with room, else a new one.
+    pub async fn acquire(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
+        if self.close_all.is_cancelled() {
+            return Err(ConnectError::Closed { addr: self.addr });
+        }
+        if self.http2.load(Ordering::Acquire) {
+            if let Some((tx, slot)) = self.h2.checkout() {
+                return Ok(Conn::Http2 {
+                    tx,
+                    slot,
+                    reused: true,
+                });
+            }
+            let io = self.connect(connect_timeout).await?;
+            let (tx, slot) = http2_set::handshake(
+                io,
+                self.keepalive,
+                &self.h2,
+                !self.draining.load(Ordering::Acquire),
+                |conn| self.drive(conn),
+            )
+            .await
+            .map_err(|source| ConnectError::Handshake {
+                addr: self.addr,
+                source,
+            })?;
+            return Ok(Conn::Http2 {
+                tx,
+                slot,
+                reused: false,
+            });
+        }
+        if let Some(tx) = self.idle.checkout(connect_timeout).await {
+            return Ok(Conn::Http1 { tx, reused: true });
+        }
+        let io = self.connect(connect_timeout).await?;
+        let (tx, conn) = http1::Builder::new()
+            .handshake(io)
+            .await
+            .map_err(|source| ConnectError::Handshake {
+                addr: self.addr,
+                source,
+            })?;
+        self.drive(conn);
+        Ok(Conn::Http1 { tx, reused: false })
+    }
+
+    async fn connect(&self, timeout: Duration) -> Result<TokioIo<TcpStream>, ConnectError> {
+        match tokio::time::timeout(timeout, TcpStream::connect(self.addr)).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                Ok(TokioIo::new(stream))
+            }
+            Ok(Err(source)) => Err(ConnectError::Io {
+                addr: self.addr,
+                source,
+            }),
+            Err(_) => Err(ConnectError::Timeout {
+                addr: self.addr,
+                timeout,
+            }),
+        }
+    }
+
+    /// Run a connection's I/O until it ends or the endpoint closes, counted as open meanwhile.
+    fn drive<F: Future + Send + 'static>(&self, conn: F) {
+        let close_all = self.close_all.clone();
+        let open = OpenGuard::new(self.open.clone());
+        tokio::spawn(async move {
+            let _open = open;
+            tokio::select! {
+                _ = conn => {}
+                _ = close_all.cancelled() => {}
+            }
+        });
+    }
+
+    /// A response has been read to its end: an HTTP/1 connection goes back to the idle stack
+    /// (unless draining), an HTTP/2 stream is freed.
+    pub fn release(&self, release: Release) {
+        match release {
+            Release::Http1(tx) => {
+                if !self.draining.load(Ordering::Acquire) {
+                    self.idle.put(tx, Instant::now());
+                }
+            }
+            Release::Http2(slot) => drop(slot),
+        }
+    }
+
+    /// Close connections idle for longer than `max_idle`, and ones the endpoint closed.
+    pub fn expire_idle(&self, max_idle: Duration, now: Instant) {
+        self.idle.expire(max_idle, now);
+        self.h2.expire(max_idle, now);
+    }
+
+    /// Stop reusing connections: idle ones close now, busy ones close when their response ends.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+        self.retire();
+    }
+
+    /// Undo `drain` when the endpoint returns to the roster.
+    pub fn undrain(&self) {
+        self.draining.store(false, Ordering::Release);
+    }
+
+    /// Stop handing out the connections open now (an ejection: a connection that went dark must
+    /// not survive into the endpoint's re-admission). Requests on them finish.
+    pub fn retire(&self) {
+        self.idle.clear();
+        self.h2.retire_all();
+    }
+
+    /// Switch protocol (a config change): connections of the old one are not reused.
+    pub fn set_http2(&self, http2: bool) {
+        if self.http2.swap(http2, Ordering::AcqRel) != http2 {
+            self.retire();
+        }
+    }
+
+    /// Close every connection, busy or not (drain deadline, shutdown).
+    pub fn close(&self) {
+        self.drain();
+        self.close_all.cancel();
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.close_all.cancel();
+    }
+}
+
+/// Counts a connection as open for as long as its task lives.
+struct OpenGuard(Arc<AtomicUsize>);
+
+impl OpenGuard {
+    fn new(counter: Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter)
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests;

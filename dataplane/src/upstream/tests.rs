@@ -1,0 +1,160 @@
+//! Connections to one endpoint against real servers on 127.0.0.1: HTTP/1 reuse, expiry and
+//! draining; HTTP/2 stream limits, retirement and PING keep-alive.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioExecutor;
+use rollcall_testkit::{Behavior, Stats, TestBackend};
+use tokio::net::TcpListener;
+
+use super::*;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Wait for the backend to see `done`; a hang fails the test instead of stalling it.
+async fn wait(backend: &TestBackend, done: impl Fn(&Stats) -> bool) {
+    tokio::time::timeout(PATIENCE, backend.wait_until(done))
+        .await
+        .expect("the backend never saw it");
+}
+
+fn empty() -> ProxyBody {
+    Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+async fn one_request(upstream: &Upstream) -> Release {
+    let conn = upstream.acquire(Duration::from_secs(1)).await.unwrap();
+    let request = http::Request::builder()
+        .uri(format!("http://{}/", upstream.addr()))
+        .body(empty())
+        .unwrap();
+    let Ok((response, release)) = send(conn, request).await else {
+        panic!("the request failed");
+    };
+    response.into_body().collect().await.unwrap();
+    release
+}
+
+#[tokio::test]
+async fn idle_connections_are_reused_then_closed_when_they_expire() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let upstream = Upstream::new(backend.addr(), false);
+    let release = one_request(&upstream).await;
+    upstream.release(release);
+    let again = one_request(&upstream).await;
+    assert_eq!(
+        backend.stats().connections,
+        1,
+        "the idle connection was reused"
+    );
+    upstream.release(again);
+
+    upstream.expire_idle(IDLE_TIMEOUT, Instant::now());
+    assert_eq!(upstream.idle.len(), 1, "not idle long enough to expire");
+    upstream.expire_idle(IDLE_TIMEOUT, Instant::now() + IDLE_TIMEOUT);
+    wait(&backend, |s| s.open_connections == 0).await;
+}
+
+#[tokio::test]
+async fn draining_closes_idle_connections_at_once_and_refuses_returns() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let upstream = Upstream::new(backend.addr(), false);
+    let idle = one_request(&upstream).await;
+    let busy = one_request(&upstream).await;
+    upstream.release(idle);
+    wait(&backend, |s| s.open_connections == 2).await;
+    upstream.drain();
+    wait(&backend, |s| s.open_connections == 1).await;
+    upstream.release(busy);
+    wait(&backend, |s| s.open_connections == 0).await;
+    assert_eq!(upstream.open_connections(), 0);
+}
+
+/// An h2c server allowing one stream per connection.
+async fn one_stream_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = service_fn(|_req| async {
+                    Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+                });
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .max_concurrent_streams(1)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_full_http2_connection_makes_room_on_a_new_one() {
+    let addr = one_stream_server().await;
+    let upstream = Upstream::new(addr, true);
+    // A first exchange, so the peer's SETTINGS (one stream) have been read.
+    let release = one_request(&upstream).await;
+    upstream.release(release);
+    let held = upstream.acquire(Duration::from_secs(1)).await.unwrap();
+    assert_eq!(
+        upstream.h2.max_streams(),
+        [1],
+        "the peer's SETTINGS were read"
+    );
+    assert!(held.reused(), "the connection had room for one stream");
+    let second = upstream.acquire(Duration::from_secs(1)).await.unwrap();
+    assert!(!second.reused(), "a full connection is not queued behind");
+    assert_eq!(upstream.h2.len(), 2);
+    drop(held);
+    let third = upstream.acquire(Duration::from_secs(1)).await.unwrap();
+    assert!(third.reused(), "a freed stream is used again");
+}
+
+#[tokio::test]
+async fn retired_http2_connections_are_not_handed_out_again() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let upstream = Upstream::new(backend.addr(), true);
+    let release = one_request(&upstream).await;
+    upstream.release(release);
+    upstream.retire();
+    let fresh = upstream.acquire(Duration::from_secs(1)).await.unwrap();
+    assert!(!fresh.reused());
+    drop(fresh);
+    wait(&backend, |s| s.connections == 2).await;
+}
+
+#[tokio::test]
+async fn an_http2_connection_whose_peer_stops_answering_pings_is_closed() {
+    // A peer that accepts and then never reads or writes: PINGs go unanswered.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let keepalive = KeepAlive {
+        interval: Duration::from_millis(100),
+        timeout: Duration::from_millis(100),
+    };
+    let upstream = Upstream::with_keepalive(addr, true, keepalive);
+    let conn = upstream.acquire(Duration::from_secs(1)).await.unwrap();
+    drop(conn);
+    assert_eq!(upstream.open_connections(), 1);
+    tokio::time::timeout(PATIENCE, async {
+        while upstream.open_connections() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the silent connection was closed by keep-alive");
+    holder.abort();
+}
