@@ -28,6 +28,24 @@ impl Outcome {
     }
 }
 
+/// The review as the API server's documentation shows it: `response.patch` as a base64
+/// string (kube-core serializes the bytes as a JSON array of numbers, which Go also decodes,
+/// but nothing else in Kubernetes writes).
+pub fn encode(review: &AdmissionReview<kube::core::DynamicObject>) -> serde_json::Result<Vec<u8>> {
+    use base64::Engine as _;
+    let mut value = serde_json::to_value(review)?;
+    if let Some(patch) = value.pointer_mut("/response/patch")
+        && let Some(bytes) = patch.as_array()
+    {
+        let bytes: Vec<u8> = bytes
+            .iter()
+            .filter_map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+            .collect();
+        *patch = serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+    }
+    serde_json::to_vec(&value)
+}
+
 /// Answer the AdmissionReview in `body`.
 pub fn answer(
     body: &[u8],
@@ -93,5 +111,47 @@ pub fn answer(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_patch_travels_as_base64_and_the_uid_is_echoed() {
+        let pod = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/one-pool.pod.json"
+        ))
+        .unwrap();
+        let settings = SidecarSettings::load(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/settings.json"
+        )))
+        .unwrap();
+        let body = format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u-1",
+            "kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},
+            "namespace":"shop","operation":"CREATE","userInfo":{{}},"object":{pod}}}}}"#
+        );
+        let (outcome, review) = answer(body.as_bytes(), &settings);
+        assert_eq!(outcome, Outcome::Injected);
+        let json: serde_json::Value = serde_json::from_slice(&encode(&review).unwrap()).unwrap();
+        assert_eq!(json["response"]["uid"], "u-1");
+        assert_eq!(json["response"]["patchType"], "JSONPatch");
+        assert!(json["response"]["patch"].is_string());
+    }
+
+    #[test]
+    fn garbage_is_answered_as_invalid() {
+        let settings = SidecarSettings::load(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/settings.json"
+        )))
+        .unwrap();
+        let (outcome, review) = answer(b"nope", &settings);
+        assert_eq!(outcome, Outcome::Invalid);
+        assert!(!review.response.unwrap().allowed);
     }
 }

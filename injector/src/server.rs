@@ -61,7 +61,7 @@ pub async fn handle(webhook: &Webhook, req: Request<Incoming>) -> Response<Full<
                 .admissions
                 .with_label_values(&[outcome.label()])
                 .inc();
-            match serde_json::to_vec(&answer) {
+            match review::encode(&answer) {
                 Ok(json) => respond(StatusCode::OK, "application/json", json),
                 Err(e) => respond(
                     StatusCode::INTERNAL_SERVER_ERROR,

@@ -24,6 +24,24 @@ const EMBEDDED_CRD: &str = include_str!(concat!(
 /// The controller's Deployment, Service and Lease (fixed names, as the chart sets them).
 pub const CONTROLLER_NAME: &str = "rollcall-controller";
 
+/// `value` with every number as a float, so `1` and `1.0` (YAML and the API server's JSON
+/// disagree on which) compare equal.
+fn normalized(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => n
+            .as_f64()
+            .and_then(serde_json::Number::from_f64)
+            .map_or_else(|| value.clone(), Value::Number),
+        Value::Array(items) => Value::Array(items.iter().map(normalized).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), normalized(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// The schemas of each version, by name.
 fn schemas(crd: &Value) -> Vec<(String, Value)> {
     crd["spec"]["versions"]
@@ -34,7 +52,7 @@ fn schemas(crd: &Value) -> Vec<(String, Value)> {
                 .map(|v| {
                     (
                         v["name"].as_str().unwrap_or("").to_string(),
-                        v["schema"].clone(),
+                        normalized(&v["schema"]),
                     )
                 })
                 .collect()
@@ -109,7 +127,15 @@ pub async fn crd(ctx: &Context, report: &mut Report) {
             format!("it serves {}", served.join(", ")),
         ));
     }
-    let theirs = serde_json::to_value(&installed).unwrap_or_default();
+    // Compared as the API server sends it: the typed CRD would not round-trip every schema field.
+    let theirs: Value = super::through_api(
+        &ctx.client,
+        &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"),
+    )
+    .await
+    .ok()
+    .and_then(|text| serde_json::from_str(&text).ok())
+    .unwrap_or_default();
     if schemas(&theirs) == schemas(&ours) {
         report.push(Check::ok(
             CRD,

@@ -1,0 +1,381 @@
+"""The chart installed into the local API server, and the real binaries run as its
+ServiceAccounts (tokens from TokenRequest, so the server enforces the chart's RBAC): a
+controller, a sidecar routing to one live and one dead backend, and the injector.
+
+- Every API call the controller and the injector make is allowed by the rendered Roles and
+  ClusterRoles, verb by verb, and every rule is used.
+- The dashboard's and the alerts' expressions use only metrics and labels the binaries export.
+- The injector fills its Secret, writes its CA into the webhook, and answers an AdmissionReview
+  over TLS with the golden patch.
+- `kubectl rollcall check` passes on this install and names the failure when RBAC lacks a
+  verb, a pool has a problem, or the controller is down."""
+
+import base64
+import http.server
+import json
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import unittest
+import urllib.request
+
+import chartkit as kit
+import manifests
+import promql
+
+SYSTEM = {}
+CONTROLLER_USER = f"system:serviceaccount:{kit.NAMESPACE}:rollcall-controller"
+INJECTOR_USER = f"system:serviceaccount:{kit.NAMESPACE}:rollcall-injector"
+# Granted on purpose, but not called in this run (with the reason).
+NOT_EXERCISED = {
+    (CONTROLLER_USER, "create", "authentication.k8s.io", "tokenreviews", ""):
+        "sidecar authentication (TokenReview of the sidecars' projected tokens) is being added",
+    (CONTROLLER_USER, "patch", "events.k8s.io", "events", ""):
+        "kube-runtime's Recorder patches an Event only when one status write repeats it",
+}
+# Labels Prometheus adds to every series from the scrape target.
+TARGET_LABELS = {"namespace", "pod", "instance", "job", "container", "service", "endpoint"}
+
+
+class Backend(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"ok\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def slice_for(name, port):
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": name, "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4", "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True, "serving": True},
+                           "targetRef": {"kind": "Pod", "name": name, "namespace": "shop"}}]}
+
+
+def setUpModule():
+    kit.skip_without_binaries("rollcall-devcluster", "rollcall-controller", "rollcall-sidecar",
+                              "rollcall-injector", "kubectl-rollcall")
+    cluster = kit.Cluster()
+    procs = kit.Processes(cluster.dir)
+    SYSTEM.update(cluster=cluster, procs=procs)
+    kit.install(cluster)
+    controller_kubeconfig = cluster.kubeconfig_for(
+        cluster.service_account_token(kit.NAMESPACE, "rollcall-controller"), os.path.join(cluster.dir, "controller.kubeconfig"))
+    injector_kubeconfig = cluster.kubeconfig_for(
+        cluster.service_account_token(kit.NAMESPACE, "rollcall-injector"), os.path.join(cluster.dir, "injector.kubeconfig"))
+
+    backend = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    SYSTEM["backend"] = backend
+    dead_port = kit.free_port()
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}})
+    cluster.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "shop"},
+                   "spec": {"ports": [{"name": "http", "port": 80}]}})
+    cluster.apply(slice_for("web-live", backend.server_address[1]))
+    cluster.apply(slice_for("web-dead", dead_port))
+    cluster.apply({"apiVersion": "rollcall.dev/v1alpha1", "kind": "BackendPool",
+                   "metadata": {"name": "web", "namespace": "shop"},
+                   "spec": {"service": {"name": "web", "port": "http"}, "healthCheck": {"type": "None"},
+                            "outlierDetection": {"consecutiveGatewayErrors": 3}}})
+
+    grpc, metrics = kit.free_port(), kit.free_port()
+    SYSTEM["controller_metrics"] = f"http://127.0.0.1:{metrics}"
+    SYSTEM["controller"] = procs.start("controller", [
+        kit.binary("rollcall-controller"), "run", f"--grpc-listen=127.0.0.1:{grpc}",
+        f"--metrics-listen=127.0.0.1:{metrics}", "--identity=rollcall-controller-0",
+        f"--lease-namespace={kit.NAMESPACE}", "--lease-duration=4s", "--lease-grace=2s", "--restart-grace=1s"],
+        {"KUBECONFIG": controller_kubeconfig, "POD_NAME": "rollcall-controller-0", "RUST_LOG": "info"})
+    kit.wait_for("the controller leads", lambda: kit.http_get(f"{SYSTEM['controller_metrics']}/readyz")[0] == 200,
+                 timeout=60, process=SYSTEM["controller"])
+
+    listen, admin = kit.free_port(), kit.free_port()
+    SYSTEM["sidecar_admin"] = f"http://127.0.0.1:{admin}"
+    SYSTEM["sidecar"] = procs.start("sidecar", [
+        kit.binary("rollcall-sidecar"), f"--controller=http://127.0.0.1:{grpc}",
+        f"--pool=shop/web=127.0.0.1:{listen}", f"--admin-listen=127.0.0.1:{admin}"],
+        {"POD_NAME": "client-0", "POD_NAMESPACE": "shop", "ROLLCALL_LOG": "info"})
+
+    def both_endpoints():
+        code, body = kit.http_get(f"{SYSTEM['sidecar_admin']}/endpoints")
+        return code == 200 and sum(len(p["endpoints"]) for p in json.loads(body)["pools"]) == 2
+    kit.wait_for("the sidecar has the roster", both_endpoints, timeout=60, process=SYSTEM["sidecar"])
+    # Traffic: tries that reach the dead endpoint fail to connect and are retried on the live
+    # one, until three in a row eject it.
+    failures = [code for code, _ in (kit.http_get(f"http://127.0.0.1:{listen}/") for _ in range(60)) if code != 200]
+    SYSTEM["client_failures"] = failures
+
+    def ejected():
+        pool = cluster.get("/apis/rollcall.dev/v1alpha1/namespaces/shop/backendpools/web")
+        return (pool or {}).get("status", {}).get("endpoints", {}).get("ejected") == 1
+    kit.wait_for("the pool's status shows the ejection", ejected, timeout=60)
+    kit.wait_for("the EndpointEjected Event", lambda: any(
+        e.get("reason") == "EndpointEjected"
+        for e in cluster.get("/apis/events.k8s.io/v1/namespaces/shop/events")["items"]), timeout=30)
+
+    config = cluster.get(f"/api/v1/namespaces/{kit.NAMESPACE}/configmaps/rollcall-injector")
+    settings = os.path.join(cluster.dir, "sidecar.json")
+    with open(settings, "w") as f:
+        f.write(config["data"]["sidecar.json"])
+    webhook, webhook_admin = kit.free_port(), kit.free_port()
+    SYSTEM["webhook_url"] = f"https://127.0.0.1:{webhook}"
+    SYSTEM["injector_admin"] = f"http://127.0.0.1:{webhook_admin}"
+    SYSTEM["injector"] = procs.start("injector", [
+        kit.binary("rollcall-injector"), f"--listen=127.0.0.1:{webhook}", f"--admin-listen=127.0.0.1:{webhook_admin}",
+        f"--config={settings}", f"--namespace={kit.NAMESPACE}"],
+        {"KUBECONFIG": injector_kubeconfig, "RUST_LOG": "info"})
+    kit.wait_for("the injector serves a certificate",
+                 lambda: kit.http_get(f"{SYSTEM['injector_admin']}/readyz")[0] == 200, timeout=60,
+                 process=SYSTEM["injector"])
+    SYSTEM["scrapes"] = {name: kit.http_get(f"{url}/metrics")[1] for name, url in [
+        ("controller", SYSTEM["controller_metrics"]), ("sidecar", SYSTEM["sidecar_admin"]),
+        ("injector", SYSTEM["injector_admin"])]}
+
+
+def tearDownModule():
+    if "procs" in SYSTEM:
+        SYSTEM["procs"].stop_all()
+    if "backend" in SYSTEM:
+        SYSTEM["backend"].shutdown()
+    if "cluster" in SYSTEM:
+        SYSTEM["cluster"].stop()
+        shutil.rmtree(SYSTEM["cluster"].dir, True)
+
+
+def rule_allows(rule, entry):
+    resource = entry["resource"] + (f"/{entry['subresource']}" if entry.get("subresource") else "")
+    names = rule.get("resourceNames") or []
+    return (entry["verb"] in rule["verbs"] and entry["apiGroup"] in rule["apiGroups"]
+            and resource in rule["resources"] and (not names or entry.get("name") in names))
+
+
+class Rbac(unittest.TestCase):
+    def check_account(self, user, account):
+        docs = kit.documents()
+        rules = kit.rbac_rules(docs, account)
+        calls = [e for e in SYSTEM["cluster"].requests_log() if e["user"] == user and e["resource"]]
+        self.assertGreaterEqual(len(calls), 3, f"{account} made no calls")
+        refused = [e for e in calls if e["code"] == 403]
+        self.assertEqual(refused, [], f"{account} was refused")
+        for call in calls:
+            allowed = [r for r, scope in rules if rule_allows(r, call) and scope in (None, call.get("namespace"))]
+            with self.subTest(call=f"{call['verb']} {call['apiGroup']}/{call['resource']}/{call.get('subresource', '')} {call.get('name', '')}"):
+                self.assertTrue(allowed, "no rule of the chart allows it")
+        for rule, scope in rules:
+            for verb in rule["verbs"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        name_list = rule.get("resourceNames") or [""]
+                        for name in name_list:
+                            key = (user, verb, group, resource, name)
+                            if key in NOT_EXERCISED:
+                                continue
+                            used = any(rule_allows({**rule, "verbs": [verb], "apiGroups": [group],
+                                                    "resources": [resource]}, c)
+                                       and scope in (None, c.get("namespace")) for c in calls)
+                            with self.subTest(granted=f"{verb} {group}/{resource} {name}".strip()):
+                                self.assertTrue(used, f"{account} is granted this but never used it")
+        for wildcard in [r for r, _ in rules if "*" in r["verbs"] + r["resources"] + r["apiGroups"]]:
+            self.fail(f"wildcard rule {wildcard}")
+
+    def test_the_controller_calls_exactly_what_its_rbac_grants(self):
+        self.check_account(CONTROLLER_USER, "rollcall-controller")
+
+    def test_the_injector_calls_exactly_what_its_rbac_grants(self):
+        self.check_account(INJECTOR_USER, "rollcall-injector")
+
+    def test_clients_got_no_failure_through_the_ejection(self):
+        self.assertEqual(SYSTEM["client_failures"], [])
+
+
+class Metrics(unittest.TestCase):
+    def exported(self):
+        series, helps = {}, {}
+        for text in SYSTEM["scrapes"].values():
+            s, h = promql.parse_exposition(text)
+            for name, labels in s.items():
+                merged = series.setdefault(name, {})
+                for label, values in labels.items():
+                    merged.setdefault(label, set()).update(values)
+            helps.update(h)
+        return series, helps
+
+    def expressions(self):
+        docs = kit.documents(kit.VARIANTS["monitoring"])
+        dashboard = json.loads(kit.find(docs, "ConfigMap", "rollcall-dashboards")["data"]["rollcall.json"])
+        found = [("dashboard " + p["title"], t["expr"]) for p in dashboard["panels"] for t in p.get("targets", [])]
+        for variable in dashboard["templating"]["list"]:
+            query = variable.get("query")
+            if isinstance(query, dict):
+                found.append(("dashboard variable " + variable["name"], query["query"]))
+        rule = kit.find(docs, "PrometheusRule", "rollcall")
+        found += [("alert " + r["alert"], r["expr"]) for g in rule["spec"]["groups"] for r in g["rules"]]
+        return found
+
+    def test_expressions_use_only_exported_metrics_and_labels(self):
+        series, helps = self.exported()
+        self.assertIn("rollcall_retries_total", series, "the run produced no retries")
+        expressions = self.expressions()
+        self.assertGreater(len(expressions), 20)
+        for where, expr in expressions:
+            with self.subTest(where=where, expr=expr):
+                values_query = promql.label_values_query(expr)
+                if values_query:
+                    metric, label = values_query
+                    self.assertTrue(metric in series and label in series[metric], f"{metric}{{{label}}}")
+                    continue
+                metrics, grouping = promql.uses(expr)
+                self.assertTrue(metrics, "no metric in it")
+                labels_of_expr = set()
+                for metric, matchers in metrics.items():
+                    self.assertTrue(metric in series, f"{metric} is not exported")
+                    labels = set(series[metric])
+                    labels_of_expr |= labels
+                    family = metric.rsplit("_bucket", 1)[0]
+                    for label, op, value in matchers:
+                        self.assertTrue(label in labels | TARGET_LABELS, f"{metric} has no label {label}")
+                        if op == "=" and label in labels and not value.startswith("$"):
+                            known = series[metric][label] | set(re.findall(r"\w+", helps.get(family, "")))
+                            self.assertTrue(value in known, f"{metric}{{{label}}} never takes the value {value!r}")
+                for label in grouping - {"le"}:
+                    self.assertTrue(label in labels_of_expr | TARGET_LABELS, f"no metric in it has label {label}")
+
+
+class Injector(unittest.TestCase):
+    def test_it_keeps_its_certificate_and_answers_with_the_golden_patch(self):
+        cluster = SYSTEM["cluster"]
+        secret = cluster.get(f"/api/v1/namespaces/{kit.NAMESPACE}/secrets/rollcall-injector-tls")
+        self.assertLessEqual({"ca.crt", "ca.key", "tls.crt", "tls.key"}, set(secret["data"]))
+        webhook = cluster.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/rollcall-injector")
+        bundle = base64.b64decode(webhook["webhooks"][0]["clientConfig"]["caBundle"]).decode()
+        self.assertEqual(bundle.strip(), base64.b64decode(secret["data"]["ca.crt"]).decode().strip())
+
+        with open(os.path.join(manifests.GOLDEN, "one-pool.pod.json")) as f:
+            pod = json.load(f)
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": "7b1d", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                              "resource": {"group": "", "version": "v1", "resource": "pods"},
+                              "namespace": "shop", "operation": "CREATE", "userInfo": {"username": "tests"},
+                              "object": pod}}
+        tls = ssl.create_default_context(cadata=bundle)
+        tls.check_hostname = False  # the certificate names the Service; checked below by name
+        request = urllib.request.Request(f"{SYSTEM['webhook_url']}/mutate", data=json.dumps(review).encode(),
+                                         headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request, context=tls, timeout=10) as answer:
+            response = json.load(answer)["response"]
+        self.assertEqual(response["uid"], "7b1d")
+        self.assertTrue(response["allowed"])
+        self.assertEqual(response["patchType"], "JSONPatch")
+        with open(os.path.join(manifests.GOLDEN, "one-pool.expected.json")) as f:
+            golden = json.load(f)["patch"]
+        self.assertEqual(json.loads(base64.b64decode(response["patch"])), golden)
+
+        # The certificate chains to the caBundle and is for the Service's name, as the API
+        # server checks it; any other name is refused.
+        port = int(SYSTEM["webhook_url"].rsplit(":", 1)[1])
+        checked = ssl.create_default_context(cadata=bundle)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with checked.wrap_socket(raw, server_hostname=f"rollcall-injector.{kit.NAMESPACE}.svc") as tls_socket:
+                self.assertTrue(tls_socket.getpeercert())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with self.assertRaises(ssl.SSLCertVerificationError):
+                checked.wrap_socket(raw, server_hostname="elsewhere.example")
+        with open(os.path.join(manifests.GOLDEN, "malformed-annotation.pod.json")) as f:
+            malformed = dict(review, request=dict(review["request"], object=json.load(f)))
+        request = urllib.request.Request(f"{SYSTEM['webhook_url']}/mutate", data=json.dumps(malformed).encode(),
+                                         headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request, context=tls, timeout=10) as answer:
+            refused = json.load(answer)["response"]
+        self.assertFalse(refused["allowed"])
+        self.assertIn("rollcall.dev/pools: entry 1", refused["status"]["message"])
+
+
+def check(*args):
+    cluster = SYSTEM["cluster"]
+    run = subprocess.run([kit.binary("kubectl-rollcall"), "check", "-o", "json", *args],
+                         env={**os.environ, "KUBECONFIG": cluster.kubeconfig}, capture_output=True, text=True, timeout=60)
+    try:
+        report = json.loads(run.stdout)
+    except ValueError:
+        raise AssertionError(f"not JSON: {run.stdout}\n{run.stderr}")
+    failed = [c for cat in report["categories"] for c in cat["checks"] if c["result"] == "error"]
+    return run.returncode, report, failed
+
+
+class Check(unittest.TestCase):
+    """In order: healthy, then each failure introduced and removed, the controller's death last."""
+
+    def mark_ready(self, name, ready):
+        SYSTEM["cluster"].ok("PATCH", f"/apis/apps/v1/namespaces/{kit.NAMESPACE}/deployments/{name}/status",
+                             {"status": {"replicas": 2, "readyReplicas": ready, "availableReplicas": ready}},
+                             "application/merge-patch+json")
+
+    def test_check_passes_and_names_each_failure(self):
+        cluster = SYSTEM["cluster"]
+        # What the kubelet and the Deployment controller would report for running pods.
+        self.mark_ready("rollcall-controller", 1)
+        self.mark_ready("rollcall-injector", 2)
+        overrides = ["--controller-metrics", SYSTEM["controller_metrics"], "--webhook-url", SYSTEM["webhook_url"],
+                     "--sidecar", SYSTEM["sidecar_admin"], "--pool", "shop/web"]
+        code, report, failed = check(*overrides)
+        self.assertEqual((code, failed), (0, []), json.dumps(report, indent=1))
+        descriptions = [c["description"] for cat in report["categories"] for c in cat["checks"]]
+        crd_checks = next(cat for cat in report["categories"] if cat["categoryName"] == "rollcall-crd")["checks"]
+        self.assertEqual({c["result"] for c in crd_checks}, {"success"}, json.dumps(crd_checks, indent=1))
+        self.assertIn("a controller leads (holds a fresh Lease)", descriptions)
+        self.assertIn("its ServiceAccount may make every call the controller makes", descriptions)
+        self.assertIn("the webhook answers", descriptions)
+        sidecar = next(c for cat in report["categories"] for c in cat["checks"]
+                       if c["description"] == f"sidecar {SYSTEM['sidecar_admin']}")
+        self.assertIn("Ejected", sidecar["detail"])
+
+        code, report, _ = check("--pre")
+        self.assertEqual(code, 0, json.dumps(report, indent=1))
+
+        # RBAC without one verb the controller needs.
+        role_path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/rollcall-controller"
+        role = cluster.get(role_path)
+        broken = json.loads(json.dumps(role))
+        for rule in broken["rules"]:
+            if rule["resources"] == ["backendpools/status"]:
+                rule["verbs"] = []
+        broken["rules"] = [r for r in broken["rules"] if r["verbs"]]
+        cluster.ok("PUT", role_path, broken)
+        code, report, failed = check(*overrides)
+        cluster.ok("PUT", role_path, {**role, "metadata": {**role["metadata"], "resourceVersion": None}})
+        self.assertEqual(code, 1)
+        self.assertEqual([c["description"] for c in failed], ["its ServiceAccount may make every call the controller makes"])
+        self.assertIn("patch backendpools/status (rollcall.dev) cluster-wide", failed[0]["detail"])
+
+        # A pool whose Service does not exist.
+        cluster.apply({"apiVersion": "rollcall.dev/v1alpha1", "kind": "BackendPool",
+                       "metadata": {"name": "ghost", "namespace": "shop"},
+                       "spec": {"service": {"name": "nowhere", "port": 80}}})
+        kit.wait_for("the ghost pool's status", lambda: (cluster.get(
+            "/apis/rollcall.dev/v1alpha1/namespaces/shop/backendpools/ghost") or {}).get("status"), timeout=30)
+        code, report, failed = check("--controller-metrics", SYSTEM["controller_metrics"], "--pool", "shop/ghost",
+                                     "--sidecar", SYSTEM["sidecar_admin"])
+        self.assertEqual(code, 1)
+        ready = [c for c in failed if c["description"] == "it is Ready"]
+        self.assertTrue(ready, json.dumps(failed, indent=1))
+        self.assertIn("nowhere", ready[0]["detail"])
+
+        # The controller stops: it releases the Lease, and nothing answers /readyz.
+        SYSTEM["procs"].stop(SYSTEM["controller"])
+        code, report, failed = check(*overrides)
+        self.assertEqual(code, 1)
+        names = [c["description"] for c in failed]
+        self.assertIn("a controller leads (holds a fresh Lease)", names)
+        self.assertIn("the controller answers /readyz", names)
+
+
+if __name__ == "__main__":
+    unittest.main()
