@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use rollcall_dataplane::health::machine::State;
-use rollcall_dataplane::pool::Tuning;
+use rollcall_dataplane::pool::{PoolView, Tuning};
 use rollcall_testkit::client::Conn;
 use rollcall_testkit::{Behavior, TestBackend};
-use support::backends::{Recorder, StallingBody};
+use support::backends::{NotReading, Recorder, StallingBody};
 use support::raw::{self, Piece};
 use support::{Harness, config};
 
@@ -214,4 +214,40 @@ async fn stalled_request_body_is_answered_408_and_charges_nothing() {
     let ep = &ep.endpoints[0];
     assert_eq!(ep.health.state, State::Unknown, "{ep:#?}");
     assert_eq!(ep.health.consecutive_gateway_errors, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_that_stops_taking_an_upload_is_timed_out_and_charged() {
+    // The upload's clocks wait for the client to finish it; when the endpoint is what holds
+    // it up, the request-body idle timeout applies to the endpoint instead.
+    let backend = NotReading::spawn().await;
+    let tuning = Tuning {
+        request_body_idle: Duration::from_millis(300),
+        ..Tuning::default()
+    };
+    let policy = "{healthCheck: {type: None}, outlierDetection: {consecutiveGatewayErrors: 5}}";
+    let h = Harness::start_with(&config(&[backend.addr()], policy), tuning).await;
+    let mut pieces = vec![Piece::now(raw::chunked_head("/upload"))];
+    let block = vec![b'x'; 64 * 1024];
+    for _ in 0..256 {
+        pieces.push(Piece::now(raw::chunk(&block)));
+    }
+    let client = tokio::spawn(raw::exchange(h.listen("web").await, pieces));
+    let view = h
+        .wait_for("web", "the stuck upload to be ended", |v: &PoolView| {
+            v.endpoints
+                .iter()
+                .all(|e| e.in_flight == 0 && e.health.consecutive_gateway_errors == 1)
+        })
+        .await;
+    assert!(
+        view.endpoints[0]
+            .health
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("took none of the request body"),
+        "{view:#?}"
+    );
+    client.abort();
 }

@@ -25,6 +25,9 @@ pub(super) struct Outgoing<'a> {
     /// The client sent `grpc-timeout`: each try carries what is left of it.
     pub grpc: bool,
     pub connect_timeout: Duration,
+    /// How long a streamed upload may sit untaken by the endpoint (the request-body idle
+    /// timeout, applied to the other side).
+    pub upload_idle: Duration,
 }
 
 /// How one try went.
@@ -112,6 +115,7 @@ async fn attempt(
         http2,
         grpc_left,
     );
+    progress.sending();
     let sending = upstream::send(conn, request);
     tokio::pin!(sending);
     loop {
@@ -119,6 +123,13 @@ async fn attempt(
         let timer = async {
             match ends {
                 Some((at, _)) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let stall = progress.endpoint_stall_at(outgoing.upload_idle);
+        let stalled = async {
+            match stall {
+                Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending().await,
             }
         };
@@ -142,6 +153,22 @@ async fn attempt(
                 };
             }
             at = progress.completed(), if !clock.is_complete() => clock.complete(at),
+            // The endpoint stopped taking the upload (hyper stopped asking for it): its stall.
+            () = stalled, if !clock.is_complete() => {
+                if progress
+                    .endpoint_stall_at(outgoing.upload_idle)
+                    .is_some_and(|at| at <= Instant::now())
+                {
+                    return (
+                        Outcome::TimedOut,
+                        format!(
+                            "the endpoint took none of the request body for {}",
+                            humantime::format_duration(outgoing.upload_idle)
+                        ),
+                        None,
+                    );
+                }
+            }
         }
     }
 }

@@ -2,7 +2,10 @@
 //! the client's: `ClientBody` wraps it and records, in a shared [`Progress`], whether it broke
 //! (malformed framing, the client reset) or stalled past the idle timeout, and when it was all
 //! received, which is when the request's clocks start. The request loop reads that record to
-//! tell a client's fault from an endpoint's and never charges the endpoint for the former.
+//! tell a client's fault from an endpoint's and never charges the endpoint for the former. It
+//! also records when the body was last asked for data, and whether it then waited on the
+//! client: an upload that stops because the endpoint stopped taking it (hyper stops asking) is
+//! the endpoint's stall, not the client's.
 //!
 //! Small bodies (a known length up to 64 KiB) are read whole first so a retry can send them
 //! again; larger or unknown-length ones stream once and are only retried while none of their
@@ -10,7 +13,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -37,12 +40,16 @@ pub(super) enum RequestBody {
 }
 
 /// What became of a client's body, shared between the body and the request loop.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Progress {
     /// 0: fine, 1: failed, 2: stalled.
     fault: AtomicU8,
     complete_at: Mutex<Option<Instant>>,
     changed: Notify,
+    /// When the body was last polled for data.
+    last_poll: Mutex<Instant>,
+    /// The last poll found nothing from the client yet (we wait on the client, not the endpoint).
+    waiting_on_client: AtomicBool,
 }
 
 pin_project_lite::pin_project! {
@@ -124,7 +131,40 @@ impl RequestBody {
 
 // === impl Progress ===
 
+impl Default for Progress {
+    fn default() -> Self {
+        Self {
+            fault: AtomicU8::new(0),
+            complete_at: Mutex::new(None),
+            changed: Notify::new(),
+            last_poll: Mutex::new(Instant::now()),
+            waiting_on_client: AtomicBool::new(false),
+        }
+    }
+}
+
 impl Progress {
+    /// Start the endpoint's clock on the upload: it is being sent now.
+    pub(super) fn sending(&self) {
+        *self.last_poll.lock() = Instant::now();
+        self.waiting_on_client.store(false, Ordering::Release);
+    }
+
+    /// When the endpoint will have taken nothing of the upload for `idle`, if it is the one
+    /// holding it up (`None` while we wait on the client, whose own timer runs then).
+    pub(super) fn endpoint_stall_at(&self, idle: Duration) -> Option<Instant> {
+        if idle.is_zero() || self.waiting_on_client.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(*self.last_poll.lock() + idle)
+    }
+
+    fn polled(&self, waiting_on_client: bool) {
+        *self.last_poll.lock() = Instant::now();
+        self.waiting_on_client
+            .store(waiting_on_client, Ordering::Release);
+    }
+
     /// The client's fault, if its body failed or stalled.
     pub(super) fn fault(&self) -> Option<Outcome> {
         match self.fault.load(Ordering::Acquire) {
@@ -180,7 +220,9 @@ impl Body for ClientBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let mut this = self.project();
-        match this.inner.as_mut().poll_frame(cx) {
+        let polled = this.inner.as_mut().poll_frame(cx);
+        this.progress.polled(polled.is_pending());
+        match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 *this.waiting = None;
                 if this.inner.is_end_stream() {

@@ -20,7 +20,7 @@ use super::client_body::{Progress, RequestBody};
 use super::headers::{add_forwarded, strip_hop_by_hop};
 use super::request::{Target, grpc_timeout};
 use super::response_body::{Answered, TrackedBody};
-use crate::outcome::{Outcome, Verdict};
+use crate::outcome::Verdict;
 use crate::pool::{Endpoint, Pool};
 use crate::retry::{Answer, Clock, LocalAnswer, Next, Plan, TryReport, planner};
 use crate::upstream::{ProxyBody, Release};
@@ -74,16 +74,7 @@ pub async fn forward(
     let mut body = match RequestBody::prepare(body, idle, &progress).await {
         Ok(body) => body,
         Err((outcome, detail)) => {
-            let local = match outcome {
-                Outcome::ClientBodyStalled => LocalAnswer {
-                    status: 408,
-                    reason: "client-body-timeout",
-                },
-                _ => LocalAnswer {
-                    status: 400,
-                    reason: "client-body-error",
-                },
-            };
+            let local = planner::local_for(outcome);
             return pool.finish(answer::local(local, &detail), "client_error", received);
         }
     };
@@ -102,6 +93,7 @@ pub async fn forward(
         target: &target,
         grpc: client_timeout.is_some(),
         connect_timeout: settings.connect_timeout,
+        upload_idle: idle,
     };
     let mut kept: Option<Kept> = None;
     let mut detail = String::new();

@@ -301,14 +301,10 @@ impl Plan {
     fn answer_for(&self, outcome: Outcome) -> Answer {
         match outcome {
             Outcome::Answered(_) => Answer::ThisTry,
-            Outcome::ClientBodyFailed => Answer::Local(LocalAnswer {
-                status: 400,
-                reason: "client-body-error",
-            }),
-            Outcome::ClientBodyStalled => Answer::Local(LocalAnswer {
-                status: 408,
-                reason: "client-body-timeout",
-            }),
+            // The client's own fault is the answer, whatever an earlier try got.
+            Outcome::ClientBodyFailed | Outcome::ClientBodyStalled => {
+                Answer::Local(local_for(outcome))
+            }
             other => self.fallback(local_for(other)),
         }
     }
@@ -329,7 +325,7 @@ const DEADLINE_EXCEEDED: LocalAnswer = LocalAnswer {
 };
 
 /// What the sidecar answers for a try that got no answer of its own.
-fn local_for(outcome: Outcome) -> LocalAnswer {
+pub fn local_for(outcome: Outcome) -> LocalAnswer {
     let (status, reason) = match outcome {
         Outcome::ConnectFailed => (503, "upstream-connect-failure"),
         Outcome::ProtocolError => (502, "upstream-protocol-error"),

@@ -167,6 +167,40 @@ impl StallingBody {
     }
 }
 
+/// An HTTP/1.1 backend that reads a request's headers and then nothing more, ever: an upload
+/// to it stalls once the socket buffers are full.
+pub struct NotReading {
+    addr: SocketAddr,
+    _task: JoinSet<()>,
+}
+
+impl NotReading {
+    pub async fn spawn() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let mut task = JoinSet::new();
+        task.spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 1024];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                held.push(stream);
+            }
+        });
+        Self { addr, _task: task }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
 /// An h2c-only backend allowing `max_streams` concurrent streams per connection, answering
 /// `200` after `latency`. Counts connections.
 pub struct H2Limited {
