@@ -34,7 +34,13 @@ fn seconds(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 4)
 }
 
-/// A new CA valid from a minute before `now` (clock skew) for `validity`.
+/// How far before `now` a certificate starts, for clocks a little behind ours: a minute, or a
+/// tenth of a short lifetime.
+fn backdate(validity: Duration) -> i64 {
+    (seconds(validity) / 10).min(60)
+}
+
+/// A new CA valid from a little before `now` (clock skew) for `validity`.
 pub fn new_authority(now: i64, validity: Duration) -> Result<Issued> {
     let key = KeyPair::generate().map_err(|e| err("generating the CA key", e))?;
     let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| err("CA", e))?;
@@ -43,7 +49,7 @@ pub fn new_authority(now: i64, validity: Duration) -> Result<Issued> {
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    params.not_before = at(now - 60)?;
+    params.not_before = at(now - backdate(validity))?;
     params.not_after = at(now + seconds(validity))?;
     let cert = params
         .self_signed(&key)
@@ -76,7 +82,7 @@ pub fn serving_certificate(
     params.distinguished_name = dn;
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.not_before = at(now - 60)?;
+    params.not_before = at(now - backdate(validity))?;
     params.not_after = at((now + seconds(validity)).min(ca_not_after))?;
     let cert = params
         .signed_by(&key, &issuer)
