@@ -1,7 +1,9 @@
 //! Wiring: reflectors for `BackendPool`s, EndpointSlices (those labelled with their Service)
-//! and Services feed one kube-runtime `Controller`. Slice and Service changes map to the pools
-//! that name that Service; report and watcher changes map to their pool; a deleted pool is
-//! announced to its watchers (also when its Delete event was missed during a watch outage).
+//! and Services feed one kube-runtime `Controller` for rosters (no debounce: a slice change is
+//! published as soon as it is seen). Slice and Service changes map to the pools that name that
+//! Service; a deleted pool is announced to its watchers (also when its Delete event was missed
+//! during a watch outage). Statuses have their own loop (`reconcile::status::run`), fed by
+//! reports and published rosters, so report churn never delays a roster.
 //! Reconciles wait for the slice and Service caches; once the pool cache has synced too, the
 //! hub may say a pool does not exist and the controller reports ready.
 
@@ -10,12 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures_util::{StreamExt, stream};
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -113,20 +115,6 @@ pub async fn run(
     .default_backoff()
     .touched_objects();
 
-    let reports = state.reports.clone();
-    let report_triggers = stream::unfold(reports, |store| async move {
-        store.changed().await;
-        let dirty = store.take_dirty();
-        Some((dirty, store))
-    })
-    .flat_map(|dirty| {
-        stream::iter(
-            dirty
-                .into_iter()
-                .map(|p| ObjectRef::<PoolObject>::new(&p.name).within(&p.namespace)),
-        )
-    });
-
     let (synced_tx, synced_rx) = watch::channel(false);
     let sync = {
         let (pools, slices, services) = (
@@ -187,6 +175,12 @@ pub async fn run(
     });
     let (by_slice, by_service) = (pool_reader.clone(), pool_reader.clone());
     let metrics = state.metrics.clone();
+    // Status has its own loop, so report churn never delays a roster.
+    let statuses = tokio::spawn(reconcile::status::run(
+        ctx.clone(),
+        pool_reader.clone(),
+        Duration::from_secs(10),
+    ));
     Controller::for_stream(pools, pool_reader)
         .watches_stream(slices, move |s: EndpointSlice| {
             pools_of(&by_slice, s.namespace(), s.labels().get(SERVICE_NAME_LABEL))
@@ -194,8 +188,6 @@ pub async fn run(
         .watches_stream(services, move |s: Service| {
             pools_of(&by_service, s.namespace(), Some(&s.name_any()))
         })
-        .reconcile_on(report_triggers)
-        .with_config(controller::Config::default().debounce(Duration::from_millis(200)))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| {
@@ -210,6 +202,7 @@ pub async fn run(
             std::future::ready(())
         })
         .await;
+    statuses.abort();
     sync.abort();
 }
 

@@ -260,6 +260,12 @@ async fn the_controller_restarting_under_load_loses_no_request_and_no_true_eject
         })
         .await
         .unwrap();
+    // The ejection's Event is recorded right after the status that shows it: wait for it.
+    wait_event(&stack.api.client, NAMESPACE, "EndpointEjected", |m| {
+        m.contains(&victim)
+    })
+    .await
+    .unwrap();
     let ejected_events = events(&stack.api.client, NAMESPACE, "EndpointEjected")
         .await
         .unwrap();
@@ -344,6 +350,11 @@ async fn dropped_watches_and_a_failing_api_server_leave_the_status_exact() {
         })
         .await
         .unwrap();
+    wait_event(&api.client, NAMESPACE, "EndpointEjected", |m| {
+        m.contains(&victim)
+    })
+    .await
+    .unwrap();
     let ejected = events(&api.client, NAMESPACE, "EndpointEjected")
         .await
         .unwrap();

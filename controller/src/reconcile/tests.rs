@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tower_test::mock::{self, Handle};
 
 use super::*;
-use crate::crd::{BackendPoolStatus, PoolObject};
+use crate::crd::{BackendPool, BackendPoolStatus, PoolObject};
 use crate::fixtures::{self, READY};
 
 type ApiHandle = Handle<Request<Body>, Response<Body>>;
@@ -63,6 +63,16 @@ fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>,
         )),
     };
     (Arc::new(ctx), handle)
+}
+
+/// Both paths, as the controller runs them: the roster, then the status.
+async fn reconcile_both(pool: &BackendPool, ctx: &Arc<Context>) -> status::Next {
+    let object = PoolObject::from(pool);
+    let action = reconcile(Arc::new(object.clone()), ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(300)));
+    status::update(ctx, &object).await.unwrap()
 }
 
 fn web_pool() -> BackendPool {
@@ -117,10 +127,7 @@ async fn writes_the_exact_status_with_server_side_apply() {
         let pool = pool.clone();
         tokio::spawn(async move { expect_status_patch(&mut handle, &pool).await })
     };
-    let action = reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
-        .await
-        .unwrap();
-    assert_eq!(action, Action::requeue(Duration::from_secs(300)));
+    assert_eq!(reconcile_both(&pool, &ctx).await, status::Next::Done);
     let body = verifier.await.unwrap();
     let version = ctx
         .hub
@@ -169,21 +176,16 @@ async fn unchanged_status_is_not_written_again() {
             (body, handle)
         })
     };
-    reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
-        .await
-        .unwrap();
+    reconcile_both(&pool, &ctx).await;
     let (body, _handle) = verifier.await.unwrap();
     // The object now carries what was written: reconciling again makes no API call (the
     // mock would never answer one, and the timeout would fire).
     pool.status =
         serde_json::from_value::<Option<BackendPoolStatus>>(body["status"].clone()).unwrap();
-    let again = tokio::time::timeout(
-        Duration::from_secs(1),
-        reconcile(Arc::new(PoolObject::from(&pool)), ctx),
-    );
+    let again = tokio::time::timeout(Duration::from_secs(1), reconcile_both(&pool, &ctx));
     assert_eq!(
-        again.await.expect("no API call expected").unwrap(),
-        Action::requeue(Duration::from_secs(300))
+        again.await.expect("no API call expected"),
+        status::Next::Done
     );
 }
 
@@ -199,9 +201,7 @@ async fn a_status_someone_else_edited_is_repaired() {
             (body, handle)
         })
     };
-    reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
-        .await
-        .unwrap();
+    reconcile_both(&pool, &ctx).await;
     let (body, mut handle) = verifier.await.unwrap();
     let written: BackendPoolStatus = serde_json::from_value(body["status"].clone()).unwrap();
     // Someone zeroes the counts by hand: the next reconcile writes the truth back.
@@ -212,9 +212,7 @@ async fn a_status_someone_else_edited_is_repaired() {
         let pool = pool.clone();
         tokio::spawn(async move { expect_status_patch(&mut handle, &pool).await })
     };
-    reconcile(Arc::new(PoolObject::from(&pool)), ctx)
-        .await
-        .unwrap();
+    reconcile_both(&pool, &ctx).await;
     let repaired = verifier.await.unwrap();
     assert_eq!(repaired["status"]["endpoints"]["total"], 2);
 }
@@ -228,20 +226,14 @@ async fn a_change_within_the_interval_waits_instead_of_writing() {
         let pool = pool.clone();
         tokio::spawn(async move { (expect_status_patch(&mut handle, &pool).await, handle) })
     };
-    reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
-        .await
-        .unwrap();
+    reconcile_both(&pool, &ctx).await;
     let (_, _handle) = verifier.await.unwrap();
     let mut changed = pool;
     changed.metadata.generation = Some(2);
-    let action = tokio::time::timeout(
-        Duration::from_secs(1),
-        reconcile(Arc::new(PoolObject::from(&changed)), ctx),
-    )
-    .await
-    .expect("no API call expected")
-    .unwrap();
-    assert_ne!(action, Action::requeue(Duration::from_secs(300)));
+    let next = tokio::time::timeout(Duration::from_secs(1), reconcile_both(&changed, &ctx))
+        .await
+        .expect("no API call expected");
+    assert!(matches!(next, status::Next::RetryAt(_)), "{next:?}");
 }
 
 #[test]
@@ -272,14 +264,13 @@ async fn after_a_restart_a_status_with_reporting_sidecars_is_not_rewritten_from_
         ..Default::default()
     });
     // No report arrived yet: no status write (the mock would never answer one).
-    let action = tokio::time::timeout(
-        Duration::from_secs(1),
-        reconcile(Arc::new(PoolObject::from(&pool)), ctx),
-    )
-    .await
-    .expect("no API call expected")
-    .unwrap();
-    assert_eq!(action, Action::requeue(Duration::from_secs(1)));
+    let next = tokio::time::timeout(Duration::from_secs(1), reconcile_both(&pool, &ctx))
+        .await
+        .expect("no API call expected");
+    assert!(
+        matches!(next, status::Next::RetryAt(at) if at <= tokio::time::Instant::now() + Duration::from_secs(1)),
+        "{next:?}"
+    );
 }
 
 #[tokio::test]
@@ -290,9 +281,7 @@ async fn missing_service_is_a_condition_and_an_unavailable_roster() {
         let pool = pool.clone();
         tokio::spawn(async move { expect_status_patch(&mut handle, &pool).await })
     };
-    reconcile(Arc::new(PoolObject::from(&pool)), ctx.clone())
-        .await
-        .unwrap();
+    reconcile_both(&pool, &ctx).await;
     let body = verifier.await.unwrap();
     let ready = &body["status"]["conditions"][0];
     assert_eq!(ready["status"], "False");

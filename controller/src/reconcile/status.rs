@@ -1,0 +1,294 @@
+//! The status path of a pool: the roster the hub serves plus every fresh sidecar report become
+//! its status (pure aggregation in `crate::status`), held after a restart until the sidecars
+//! have reported again, written by server-side apply when the coalescer allows (at most about
+//! once a second, never unchanged, repaired when someone else edited it), and followed by the
+//! Events the change deserves. `run` drives it from the pools marked dirty by reports and by
+//! the roster path, with retries at the instants the coalescer names.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Resource, ResourceExt};
+use rollcall_api::roster::{PoolRef, PoolState};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{Context, FIELD_MANAGER, hold_for_reports, pool_ref};
+use crate::crd::{BackendPool, BackendPoolStatus, InvalidSpec, PoolObject};
+use crate::roster::Problem;
+use crate::status::{self, Decision, Served, events};
+use crate::{Error, Result};
+
+/// What to do after one status update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    Done,
+    /// Look again at this instant (a coalesced write, or a restart hold).
+    RetryAt(Instant),
+}
+
+/// Bring the status of one pool up to date.
+#[tracing::instrument(skip_all, fields(pool = %pool_ref(object)))]
+pub async fn update(ctx: &Context, object: &PoolObject) -> Result<Next> {
+    let key = pool_ref(object);
+    let pool = match object.parse() {
+        Ok(pool) => pool,
+        Err(invalid) => return invalid_spec(object, &invalid, ctx).await,
+    };
+    // No roster yet: the roster path publishes one and marks the pool dirty again.
+    let Some(published) = ctx.hub.current(&key) else {
+        return Ok(Next::Done);
+    };
+    let version = published.update.version;
+    let problem;
+    let served = match &published.update.state {
+        PoolState::Roster(roster) => Served::Roster { version, roster },
+        PoolState::Unavailable { reason, message } => {
+            problem = Problem {
+                reason: *reason,
+                message: message.clone(),
+            };
+            Served::Problem(&problem)
+        }
+    };
+    let fresh_after = Instant::now()
+        .checked_sub(ctx.settings.report_ttl)
+        .unwrap_or_else(Instant::now);
+    let reports = ctx.reports.for_pool(&key, fresh_after);
+    let desired = status::aggregate(status::Input {
+        generation: pool.metadata.generation,
+        served,
+        reports: &reports,
+        connected: ctx.hub.watchers(&key) as u32,
+        previous: pool.status.as_ref(),
+        now: (ctx.now)(),
+    });
+    let at = Instant::now();
+    let reported_before = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.sidecars.as_ref())
+        .map_or(0, |s| s.reporting);
+    let elapsed = at.saturating_duration_since(ctx.started);
+    if hold_for_reports(
+        reported_before,
+        reports.len(),
+        elapsed,
+        ctx.settings.restart_grace,
+    ) {
+        tracing::debug!(
+            reported_before,
+            reported = reports.len(),
+            "holding the status until the sidecars report again"
+        );
+        let wait = ctx.settings.restart_grace.saturating_sub(elapsed);
+        return Ok(Next::RetryAt(at + wait.min(Duration::from_secs(1))));
+    }
+    match decide(ctx, &key, pool.status.as_ref(), &desired, at) {
+        Decision::Unchanged => Ok(Next::Done),
+        Decision::WaitUntil(when) => Ok(Next::RetryAt(when)),
+        Decision::Write => {
+            write_status(ctx, &pool, &key, desired, at).await?;
+            Ok(Next::Done)
+        }
+    }
+}
+
+/// Whether to write `desired` now. The coalescer remembers what this replica wrote; when the
+/// live status differs although the coalescer thinks it unchanged, someone else edited it, and
+/// it is repaired.
+fn decide(
+    ctx: &Context,
+    key: &PoolRef,
+    live: Option<&BackendPoolStatus>,
+    desired: &BackendPoolStatus,
+    at: Instant,
+) -> Decision {
+    if live == Some(desired) {
+        return Decision::Unchanged;
+    }
+    let mut coalescer = ctx.coalescer.lock();
+    match coalescer.decide(key, desired, at) {
+        Decision::Unchanged => {
+            tracing::info!("the status was changed by someone else; repairing it");
+            coalescer.forget(key);
+            Decision::Write
+        }
+        other => other,
+    }
+}
+
+/// Write `desired` with server-side apply, then record the Events the change deserves.
+async fn write_status(
+    ctx: &Context,
+    pool: &BackendPool,
+    key: &PoolRef,
+    desired: BackendPoolStatus,
+    at: Instant,
+) -> Result<()> {
+    let ns = pool.namespace().unwrap_or_default();
+    // The answer is read leniently: a pool whose spec is unreadable still gets its status.
+    let api: Api<PoolObject> = Api::namespaced(ctx.client.clone(), &ns);
+    let patch = json!({
+        "apiVersion": BackendPool::api_version(&()),
+        "kind": BackendPool::kind(&()),
+        "status": desired,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match api
+        .patch_status(&pool.name_any(), &params, &Patch::Apply(&patch))
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.status_writes.with_label_values(&["ok"]).inc();
+            record_events(ctx, pool, &desired).await;
+            ctx.coalescer.lock().wrote(key, desired, at);
+            Ok(())
+        }
+        Err(e) => {
+            let result = match &e {
+                kube::Error::Api(s) if s.code == 409 => "conflict",
+                _ => "error",
+            };
+            ctx.metrics.status_writes.with_label_values(&[result]).inc();
+            ctx.coalescer.lock().forget(key);
+            Err(Error::Kube(e))
+        }
+    }
+}
+
+/// A pool whose spec does not parse or validate: say so in its status and an Event, keep the
+/// roster the sidecars already have, and look again only when the pool changes.
+async fn invalid_spec(object: &PoolObject, invalid: &InvalidSpec, ctx: &Context) -> Result<Next> {
+    let key = pool_ref(object);
+    tracing::warn!(pool = %key, problem = %invalid, "the pool's spec cannot be used");
+    ctx.metrics.reconciles.with_label_values(&["invalid"]).inc();
+    let previous = object.status();
+    let desired = status::invalid_spec(
+        previous.as_ref(),
+        object.metadata.generation,
+        &invalid.0,
+        (ctx.now)(),
+    );
+    let at = Instant::now();
+    // The status write and Events need a typed pool; the spec is the part that is broken.
+    let pool = BackendPool {
+        metadata: object.metadata.clone(),
+        spec: crate::crd::BackendPoolSpec {
+            service: crate::crd::ServiceRef {
+                name: object.service_name().unwrap_or_default().to_string(),
+                port: k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0),
+            },
+            policy: Default::default(),
+        },
+        status: previous,
+    };
+    match decide(ctx, &key, object.status().as_ref(), &desired, at) {
+        Decision::Write => {}
+        Decision::Unchanged => return Ok(Next::Done),
+        Decision::WaitUntil(when) => return Ok(Next::RetryAt(when)),
+    }
+    write_status(ctx, &pool, &key, desired, at).await?;
+    Ok(Next::Done)
+}
+
+/// Record the Events the written status deserves; a failure is logged, never fatal.
+async fn record_events(ctx: &Context, pool: &BackendPool, written: &BackendPoolStatus) {
+    let Some(recorder) = &ctx.recorder else {
+        return;
+    };
+    let reference = pool.object_ref(&());
+    let key = pool_ref(pool);
+    for t in events::transitions(pool.status.as_ref(), written) {
+        if !ctx.event_budget.lock().take(&key, Instant::now()) {
+            ctx.metrics.events_dropped.inc();
+            tracing::debug!(reason = t.reason, "event budget spent; not recorded");
+            continue;
+        }
+        let secondary = t.pod.as_ref().map(|pod| ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.clone()),
+            namespace: pool.namespace(),
+            ..Default::default()
+        });
+        let event = Event {
+            type_: if t.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: t.reason.into(),
+            note: Some(t.note),
+            action: "Observe".into(),
+            secondary,
+        };
+        // An API server blip must not lose the Event: a few tries, as client-go's recorder
+        // makes, then give up (Events are informative; the status carries the truth).
+        let mut tries = 0;
+        while let Err(error) = recorder.publish(&event, &reference).await {
+            tries += 1;
+            if tries == 3 {
+                tracing::warn!(%error, reason = t.reason, "cannot record event");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+        }
+    }
+}
+
+/// Keep every pool's status up to date until the process ends: pools marked dirty (a report,
+/// a published roster), retries at the instants updates asked for, and a periodic pass so
+/// reports that go stale are noticed without an event.
+pub async fn run(ctx: std::sync::Arc<Context>, pools: Store<PoolObject>, every: Duration) {
+    if ctx.caches_synced.clone().wait_for(|s| *s).await.is_err() {
+        return;
+    }
+    let mut retries: BTreeMap<PoolRef, Instant> = BTreeMap::new();
+    let mut sweep = tokio::time::interval(every);
+    loop {
+        let next_retry = retries.values().min().copied();
+        tokio::select! {
+            () = ctx.reports.changed() => {}
+            _ = sweep.tick() => {
+                for pool in pools.state() {
+                    ctx.reports.touch(pool_ref(&*pool));
+                }
+            }
+            () = async {
+                match next_retry {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let now = Instant::now();
+                let due: Vec<PoolRef> = retries.iter().filter(|(_, at)| **at <= now).map(|(p, _)| p.clone()).collect();
+                for pool in due {
+                    retries.remove(&pool);
+                    ctx.reports.touch(pool);
+                }
+            }
+        }
+        for key in ctx.reports.take_dirty() {
+            let Some(object) = pools.get(&ObjectRef::new(&key.name).within(&key.namespace)) else {
+                continue;
+            };
+            match update(&ctx, &object).await {
+                Ok(Next::Done) => {}
+                Ok(Next::RetryAt(at)) => {
+                    let entry = retries.entry(key).or_insert(at);
+                    *entry = (*entry).min(at);
+                }
+                Err(error) => {
+                    tracing::warn!(pool = %key, %error, "status update failed; retrying");
+                    ctx.metrics.reconciles.with_label_values(&["error"]).inc();
+                    retries.insert(key, Instant::now() + Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! `rollcall-fleet`: the controller under a fleet. `run` starts the local API server with
+//! pools totalling `--endpoints` endpoints (`--pools` of them), the real controller, and
+//! `--sidecars` simulated sidecars in a child process (`sim`); then it changes one endpoint
+//! through the API server `--changes` times and measures, from each write to each sidecar's
+//! receipt of the new roster, the propagation latency; the controller's RSS and CPU; and after
+//! a controller crash and restart, how long until every sidecar runs the current roster again.
+//! One line per scenario starts `fleet:`.
+
+mod measure;
+mod sim;
+mod world;
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use rollcall_testkit::system::{CRD_YAML, Controller, LocalApi};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::measure::{cpu_seconds, percentile, rss_mib};
+
+#[derive(Parser)]
+#[command(name = "rollcall-fleet", about = "The controller under a fleet of simulated sidecars")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Measure one scenario.
+    Run {
+        #[arg(long, default_value_t = 1000)]
+        sidecars: usize,
+        #[arg(long, default_value_t = 10_000)]
+        endpoints: usize,
+        #[arg(long, default_value_t = 1)]
+        pools: usize,
+        /// Pools each sidecar watches (spread round robin).
+        #[arg(long, default_value_t = 1)]
+        pools_per_sidecar: usize,
+        #[arg(long, default_value_t = 5)]
+        changes: usize,
+        /// A name for the `fleet:` line.
+        #[arg(long, default_value = "fleet")]
+        scenario: String,
+    },
+    /// The simulated sidecars (started by `run`).
+    Sim {
+        #[arg(long)]
+        controller: String,
+        #[arg(long)]
+        sidecars: usize,
+        #[arg(long)]
+        pools: usize,
+        #[arg(long)]
+        pools_per_sidecar: usize,
+    },
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Which pools sidecar `i` watches.
+fn pools_of(i: usize, pools: usize, per: usize) -> Vec<usize> {
+    (0..per.min(pools)).map(|k| (i + k) % pools).collect()
+}
+
+/// Latest `(version, at_ms)` per (sidecar, pool), fed from the simulator's lines.
+#[derive(Default)]
+struct Seen {
+    latest: HashMap<(usize, String), (u64, u64)>,
+}
+
+impl Seen {
+    fn record(&mut self, line: &str) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { return };
+        let (Some(s), Some(pool), Some(version), Some(at)) = (
+            v["sidecar"].as_u64(),
+            v["pool"].as_str(),
+            v["version"].as_u64(),
+            v["at_ms"].as_u64(),
+        ) else {
+            return;
+        };
+        let entry = self.latest.entry((s as usize, pool.to_string())).or_insert((0, 0));
+        if version >= entry.0 {
+            *entry = (version, at);
+        }
+    }
+}
+
+async fn run(sidecars: usize, endpoints: usize, pools: usize, per: usize, changes: usize, scenario: &str) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("rollcall-fleet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let api = LocalApi::start(&dir, &["--history", "200000"]).await?;
+    api.apply(CRD_YAML, "fleet").await?;
+    api.apply(&world::base_yaml(pools), "fleet").await?;
+    let per_pool = endpoints / pools;
+    let slices_per_pool = per_pool.div_ceil(world::PER_SLICE);
+    let gvk = GroupVersionKind::gvk("discovery.k8s.io", "v1", "EndpointSlice");
+    let slice_api: Api<DynamicObject> =
+        Api::namespaced_with(api.client.clone(), world::NAMESPACE, &ApiResource::from_gvk(&gvk));
+    for p in 0..pools {
+        for s in 0..slices_per_pool {
+            let slice = world::slice_json(p, s, true);
+            slice_api
+                .patch(&world::slice_name(p, s), &PatchParams::apply("fleet").force(), &Patch::Apply(&slice))
+                .await?;
+        }
+    }
+    let mut controller = Controller::start(&api.kubeconfig, "fleet-controller", &dir, &[]).await?;
+    controller.wait_ready(Duration::from_secs(60)).await?;
+    let pid = controller.process.pid().context("controller pid")?;
+    let idle_rss = rss_mib(pid);
+
+    let exe = std::env::current_exe()?;
+    let mut sim = Command::new(exe)
+        .args(["sim", "--controller", &controller.url()])
+        .args(["--sidecars", &sidecars.to_string(), "--pools", &pools.to_string()])
+        .args(["--pools-per-sidecar", &per.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut lines = BufReader::new(sim.stdout.take().context("sim stdout")?).lines();
+    let mut seen = Seen::default();
+    let expected: usize = (0..sidecars).map(|i| pools_of(i, pools, per).len()).sum();
+    let started = now_ms();
+    let cpu_before = cpu_seconds(pid);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    while seen.latest.len() < expected {
+        match tokio::time::timeout_at(deadline, lines.next_line()).await {
+            Ok(Ok(Some(line))) => seen.record(&line),
+            _ => bail!("only {} of {expected} sidecar-pool rosters arrived", seen.latest.len()),
+        }
+    }
+    let connect_s = (now_ms() - started) as f64 / 1000.0;
+    // Let the initial reports (every sidecar's full pool health) be ingested.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ingest_cpu = cpu_seconds(pid) - cpu_before;
+    let connected_rss = rss_mib(pid);
+
+    let mut latencies = Vec::new();
+    let cpu_changes = cpu_seconds(pid);
+    for c in 0..changes {
+        let pool = world::pool_name(0);
+        let watchers: Vec<usize> = (0..sidecars).filter(|i| pools_of(*i, pools, per).contains(&0)).collect();
+        let before: u64 = watchers
+            .iter()
+            .filter_map(|i| seen.latest.get(&(*i, format!("{}/{pool}", world::NAMESPACE))))
+            .map(|(v, _)| *v)
+            .max()
+            .unwrap_or(0);
+        let t0 = now_ms();
+        let slice = world::slice_json(0, 0, c % 2 == 1);
+        slice_api
+            .patch(&world::slice_name(0, 0), &PatchParams::apply("fleet").force(), &Patch::Apply(&slice))
+            .await?;
+        let key = |i: usize| (i, format!("{}/{pool}", world::NAMESPACE));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while !watchers.iter().all(|i| seen.latest.get(&key(*i)).is_some_and(|(v, _)| *v > before)) {
+            match tokio::time::timeout_at(deadline, lines.next_line()).await {
+                Ok(Ok(Some(line))) => seen.record(&line),
+                _ => bail!("change {c} did not reach every sidecar"),
+            }
+        }
+        latencies.extend(watchers.iter().filter_map(|i| seen.latest.get(&key(*i))).map(|(_, at)| at.saturating_sub(t0) as f64));
+    }
+    let changes_cpu = cpu_seconds(pid) - cpu_changes;
+    let changed_rss = rss_mib(pid);
+
+    // Crash and restart: how long until every sidecar is back on the current roster.
+    let current: HashMap<(usize, String), u64> = seen.latest.iter().map(|(k, (v, _))| (k.clone(), *v)).collect();
+    let t0 = now_ms();
+    controller.crash_and_restart().await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    while !current.iter().all(|(k, v)| seen.latest.get(k).is_some_and(|(nv, at)| *at >= t0 && nv >= v)) {
+        match tokio::time::timeout_at(deadline, lines.next_line()).await {
+            Ok(Ok(Some(line))) => seen.record(&line),
+            _ => bail!("not every sidecar resynced after the restart"),
+        }
+    }
+    let resync_s = (now_ms() - t0) as f64 / 1000.0;
+    let _ = sim.kill().await;
+    controller.process.kill().await;
+    println!(
+        "fleet: scenario={scenario} sidecars={sidecars} endpoints={endpoints} pools={pools} \
+         p50_ms={:.0} p99_ms={:.0} max_ms={:.0} rss_mib={:.0} idle_rss_mib={:.0} \
+         rss_after_changes_mib={:.0} connect_s={connect_s:.1} ingest_cpu_s={ingest_cpu:.1} \
+         cpu_per_change_s={:.2} resync_s={resync_s:.1}",
+        percentile(&mut latencies.clone(), 0.5),
+        percentile(&mut latencies.clone(), 0.99),
+        percentile(&mut latencies, 1.0),
+        connected_rss,
+        idle_rss,
+        changed_rss,
+        changes_cpu / changes.max(1) as f64,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Cmd::Run { sidecars, endpoints, pools, pools_per_sidecar, changes, scenario } => {
+            run(sidecars, endpoints, pools.max(1), pools_per_sidecar.max(1), changes, &scenario).await
+        }
+        Cmd::Sim { controller, sidecars, pools, pools_per_sidecar } => {
+            let sims = (0..sidecars)
+                .map(|i| sim::SimSidecar {
+                    index: i,
+                    pools: pools_of(i, pools, pools_per_sidecar)
+                        .into_iter()
+                        .map(|p| (world::NAMESPACE.to_string(), world::pool_name(p)))
+                        .collect(),
+                })
+                .collect();
+            sim::main(controller, sims, Duration::from_secs(10)).await;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Simulated sidecars, in their own process so their CPU is not the controller's: each one a
+//! real `rollcall.v1.Roster` client on its own HTTP/2 connection, with a Watch stream for its
+//! pools and a Report stream that sends its pools' complete health when a roster arrives and a
+//! heartbeat now and then, as `rollcall-sidecar` does. Every roster message received is printed
+//! as one JSON line (`{"sidecar", "pool", "version", "endpoints", "at_ms"}`) for the driver.
+
+use std::io::Write;
+use std::time::Duration;
+
+use rollcall_api::proto::v1 as pb;
+use rollcall_api::proto::v1::roster_client::RosterClient;
+use tokio::sync::mpsc;
+use tonic::transport::Endpoint;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// What one simulated sidecar watches.
+pub struct SimSidecar {
+    pub index: usize,
+    pub pools: Vec<(String, String)>,
+}
+
+fn pool_ref((ns, name): &(String, String)) -> pb::PoolRef {
+    pb::PoolRef {
+        namespace: ns.clone(),
+        name: name.clone(),
+    }
+}
+
+/// Health for every endpoint of `roster`, all healthy: what a sidecar reports on a new roster.
+fn health(pool: pb::PoolRef, version: u64, roster: &pb::PoolRoster) -> pb::PoolHealth {
+    pb::PoolHealth {
+        pool: Some(pool),
+        roster_version: version,
+        panic: false,
+        endpoints: roster
+            .endpoints
+            .iter()
+            .map(|e| pb::EndpointHealth {
+                ip: e.ip.clone(),
+                port: e.port,
+                state: pb::EndpointState::Healthy as i32,
+                reason: "ProbeSucceeded".into(),
+                since_unix_ms: now_ms(),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+/// Run one sidecar until the process ends, reconnecting with a short back-off.
+pub async fn run(
+    controller: String,
+    sim: SimSidecar,
+    out: mpsc::UnboundedSender<String>,
+    heartbeat: Duration,
+) {
+    let identity = pb::SidecarIdentity {
+        pod: format!("sim-{}", sim.index),
+        namespace: sim.pools.first().map(|p| p.0.clone()).unwrap_or_default(),
+        instance: format!("{}-{}", std::process::id(), sim.index),
+    };
+    loop {
+        let Ok(endpoint) = Endpoint::from_shared(controller.clone()) else {
+            return;
+        };
+        let channel = match endpoint.connect().await {
+            Ok(c) => c,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200 + (sim.index % 50) as u64 * 10)).await;
+                continue;
+            }
+        };
+        let mut client = RosterClient::new(channel)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20);
+        let request = pb::WatchRequest {
+            sidecar: Some(identity.clone()),
+            pools: sim.pools.iter().map(pool_ref).collect(),
+        };
+        let Ok(stream) = client.watch(request).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let mut stream = stream.into_inner();
+        let (reports_tx, reports_rx) = mpsc::channel::<pb::HealthReport>(16);
+        let _ = reports_tx
+            .send(pb::HealthReport {
+                sidecar: Some(identity.clone()),
+                pools: vec![],
+            })
+            .await;
+        let mut reporter = client.clone();
+        let report_task = tokio::spawn(async move {
+            let _ = reporter
+                .report(tokio_stream::wrappers::ReceiverStream::new(reports_rx))
+                .await;
+        });
+        let beat = reports_tx.clone();
+        let beats = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(heartbeat).await;
+                if beat.send(pb::HealthReport::default()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        while let Ok(Some(update)) = stream.message().await {
+            let at = now_ms();
+            let Some(pool) = update.pool.clone() else {
+                continue;
+            };
+            let endpoints = match &update.state {
+                Some(pb::roster_update::State::Roster(r)) => {
+                    let _ = reports_tx
+                        .send(pb::HealthReport {
+                            sidecar: None,
+                            pools: vec![health(pool.clone(), update.version, r)],
+                        })
+                        .await;
+                    r.endpoints.len()
+                }
+                _ => 0,
+            };
+            let line = serde_json::json!({
+                "sidecar": sim.index, "pool": format!("{}/{}", pool.namespace, pool.name),
+                "version": update.version, "endpoints": endpoints, "at_ms": at,
+            });
+            if out.send(line.to_string()).is_err() {
+                return;
+            }
+        }
+        beats.abort();
+        report_task.abort();
+        tokio::time::sleep(Duration::from_millis(100 + (sim.index % 50) as u64 * 10)).await;
+    }
+}
+
+/// `rollcall-fleet sim`: start every sidecar and print their lines on stdout.
+pub async fn main(controller: String, sims: Vec<SimSidecar>, heartbeat: Duration) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    for sim in sims {
+        tokio::spawn(run(controller.clone(), sim, tx.clone(), heartbeat));
+    }
+    drop(tx);
+    let stdout = std::io::stdout();
+    while let Some(line) = rx.recv().await {
+        let mut lock = stdout.lock();
+        if writeln!(lock, "{line}").is_err() {
+            return;
+        }
+    }
+}
