@@ -36,6 +36,7 @@ pub const CA_FILE: &str = "/var/run/secrets/rollcall.dev/controller-ca/ca.crt";
 
 /// The sidecar's arguments and environment for `pools`.
 ///
+/// `--shutdown-delay=0s`: see the module header (the application has exited by then).
 /// Assumed, as the sidecar's authentication is being written: the token path arrives as
 /// `ROLLCALL_TOKEN_FILE` (an environment variable, so a sidecar that does not know it yet
 /// still starts), and the roster TLS CA as `--controller-ca PATH` (passed only when the chart
@@ -45,6 +46,9 @@ pub fn command_line(settings: &SidecarSettings, pools: &[PoolPort]) -> (Vec<Stri
         format!("--controller={}", settings.controller_url),
         format!("--admin-listen={}", admin_listen(settings)),
         format!("--log-format={}", settings.log_format),
+        // A native sidecar is signalled only after the application exited: nobody sends to it
+        // any more, so waiting (not ready but serving) would only spend the pod's grace period.
+        "--shutdown-delay=0s".to_string(),
     ];
     args.extend(
         pools

@@ -88,6 +88,7 @@ def setUpModule():
                             "outlierDetection": {"consecutiveGatewayErrors": 3}}})
 
     grpc, metrics = kit.free_port(), kit.free_port()
+    SYSTEM["grpc"] = grpc
     SYSTEM["controller_metrics"] = f"http://127.0.0.1:{metrics}"
     SYSTEM["controller"] = procs.start("controller", [
         kit.binary("rollcall-controller"), "run", f"--grpc-listen=127.0.0.1:{grpc}",
@@ -308,6 +309,29 @@ def check(*args):
         raise AssertionError(f"not JSON: {run.stdout}\n{run.stderr}")
     failed = [c for cat in report["categories"] for c in cat["checks"] if c["result"] == "error"]
     return run.returncode, report, failed
+
+
+class InjectedSidecar(unittest.TestCase):
+    def test_the_sidecar_starts_with_the_injected_command_line(self):
+        """The injected container's args and env, as the golden patch has them, with only the
+        addresses moved to this machine's free ports: the real sidecar accepts them and gets ready."""
+        container = manifests.injected("one-pool")["spec"]["initContainers"][0]
+        listen, admin = kit.free_port(), kit.free_port()
+        moved = {"--controller=": f"--controller=http://127.0.0.1:{SYSTEM['grpc']}",
+                 "--admin-listen=": f"--admin-listen=127.0.0.1:{admin}"}
+        args = []
+        for arg in container["args"]:
+            prefix = next((p for p in moved if arg.startswith(p)), None)
+            args.append(moved[prefix] if prefix else arg.replace("127.0.0.1:15001", f"127.0.0.1:{listen}"))
+        self.assertEqual(len(args), len(container["args"]))
+        env = {e["name"]: e.get("value", "") for e in container["env"]}
+        env.update(POD_NAME="web-1", POD_NAMESPACE="shop")
+        sidecar = SYSTEM["procs"].start("injected-sidecar", [kit.binary("rollcall-sidecar"), *args], env)
+        try:
+            kit.wait_for("the injected sidecar is ready",
+                         lambda: kit.http_get(f"http://127.0.0.1:{admin}/ready")[0] == 200, timeout=30, process=sidecar)
+        finally:
+            SYSTEM["procs"].stop(sidecar)
 
 
 class Check(unittest.TestCase):
