@@ -25,7 +25,10 @@ use tokio::process::Command;
 use crate::measure::{cpu_seconds, percentile, rss_mib};
 
 #[derive(Parser)]
-#[command(name = "rollcall-fleet", about = "The controller under a fleet of simulated sidecars")]
+#[command(
+    name = "rollcall-fleet",
+    about = "The controller under a fleet of simulated sidecars"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -82,7 +85,9 @@ struct Seen {
 
 impl Seen {
     fn record(&mut self, line: &str) {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { return };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            return;
+        };
         let (Some(s), Some(pool), Some(version), Some(at)) = (
             v["sidecar"].as_u64(),
             v["pool"].as_str(),
@@ -91,14 +96,24 @@ impl Seen {
         ) else {
             return;
         };
-        let entry = self.latest.entry((s as usize, pool.to_string())).or_insert((0, 0));
+        let entry = self
+            .latest
+            .entry((s as usize, pool.to_string()))
+            .or_insert((0, 0));
         if version >= entry.0 {
             *entry = (version, at);
         }
     }
 }
 
-async fn run(sidecars: usize, endpoints: usize, pools: usize, per: usize, changes: usize, scenario: &str) -> anyhow::Result<()> {
+async fn run(
+    sidecars: usize,
+    endpoints: usize,
+    pools: usize,
+    per: usize,
+    changes: usize,
+    scenario: &str,
+) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("rollcall-fleet-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let api = LocalApi::start(&dir, &["--history", "200000"]).await?;
@@ -107,13 +122,20 @@ async fn run(sidecars: usize, endpoints: usize, pools: usize, per: usize, change
     let per_pool = endpoints / pools;
     let slices_per_pool = per_pool.div_ceil(world::PER_SLICE);
     let gvk = GroupVersionKind::gvk("discovery.k8s.io", "v1", "EndpointSlice");
-    let slice_api: Api<DynamicObject> =
-        Api::namespaced_with(api.client.clone(), world::NAMESPACE, &ApiResource::from_gvk(&gvk));
+    let slice_api: Api<DynamicObject> = Api::namespaced_with(
+        api.client.clone(),
+        world::NAMESPACE,
+        &ApiResource::from_gvk(&gvk),
+    );
     for p in 0..pools {
         for s in 0..slices_per_pool {
             let slice = world::slice_json(p, s, true);
             slice_api
-                .patch(&world::slice_name(p, s), &PatchParams::apply("fleet").force(), &Patch::Apply(&slice))
+                .patch(
+                    &world::slice_name(p, s),
+                    &PatchParams::apply("fleet").force(),
+                    &Patch::Apply(&slice),
+                )
                 .await?;
         }
     }
@@ -125,7 +147,12 @@ async fn run(sidecars: usize, endpoints: usize, pools: usize, per: usize, change
     let exe = std::env::current_exe()?;
     let mut sim = Command::new(exe)
         .args(["sim", "--controller", &controller.url()])
-        .args(["--sidecars", &sidecars.to_string(), "--pools", &pools.to_string()])
+        .args([
+            "--sidecars",
+            &sidecars.to_string(),
+            "--pools",
+            &pools.to_string(),
+        ])
         .args(["--pools-per-sidecar", &per.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -140,7 +167,10 @@ async fn run(sidecars: usize, endpoints: usize, pools: usize, per: usize, change
     while seen.latest.len() < expected {
         match tokio::time::timeout_at(deadline, lines.next_line()).await {
             Ok(Ok(Some(line))) => seen.record(&line),
-            _ => bail!("only {} of {expected} sidecar-pool rosters arrived", seen.latest.len()),
+            _ => bail!(
+                "only {} of {expected} sidecar-pool rosters arrived",
+                seen.latest.len()
+            ),
         }
     }
     let connect_s = (now_ms() - started) as f64 / 1000.0;
@@ -153,37 +183,62 @@ async fn run(sidecars: usize, endpoints: usize, pools: usize, per: usize, change
     let cpu_changes = cpu_seconds(pid);
     for c in 0..changes {
         let pool = world::pool_name(0);
-        let watchers: Vec<usize> = (0..sidecars).filter(|i| pools_of(*i, pools, per).contains(&0)).collect();
+        let watchers: Vec<usize> = (0..sidecars)
+            .filter(|i| pools_of(*i, pools, per).contains(&0))
+            .collect();
         let before: u64 = watchers
             .iter()
-            .filter_map(|i| seen.latest.get(&(*i, format!("{}/{pool}", world::NAMESPACE))))
+            .filter_map(|i| {
+                seen.latest
+                    .get(&(*i, format!("{}/{pool}", world::NAMESPACE)))
+            })
             .map(|(v, _)| *v)
             .max()
             .unwrap_or(0);
         let t0 = now_ms();
         let slice = world::slice_json(0, 0, c % 2 == 1);
         slice_api
-            .patch(&world::slice_name(0, 0), &PatchParams::apply("fleet").force(), &Patch::Apply(&slice))
+            .patch(
+                &world::slice_name(0, 0),
+                &PatchParams::apply("fleet").force(),
+                &Patch::Apply(&slice),
+            )
             .await?;
         let key = |i: usize| (i, format!("{}/{pool}", world::NAMESPACE));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        while !watchers.iter().all(|i| seen.latest.get(&key(*i)).is_some_and(|(v, _)| *v > before)) {
+        while !watchers
+            .iter()
+            .all(|i| seen.latest.get(&key(*i)).is_some_and(|(v, _)| *v > before))
+        {
             match tokio::time::timeout_at(deadline, lines.next_line()).await {
                 Ok(Ok(Some(line))) => seen.record(&line),
                 _ => bail!("change {c} did not reach every sidecar"),
             }
         }
-        latencies.extend(watchers.iter().filter_map(|i| seen.latest.get(&key(*i))).map(|(_, at)| at.saturating_sub(t0) as f64));
+        latencies.extend(
+            watchers
+                .iter()
+                .filter_map(|i| seen.latest.get(&key(*i)))
+                .map(|(_, at)| at.saturating_sub(t0) as f64),
+        );
     }
     let changes_cpu = cpu_seconds(pid) - cpu_changes;
     let changed_rss = rss_mib(pid);
 
     // Crash and restart: how long until every sidecar is back on the current roster.
-    let current: HashMap<(usize, String), u64> = seen.latest.iter().map(|(k, (v, _))| (k.clone(), *v)).collect();
+    let current: HashMap<(usize, String), u64> = seen
+        .latest
+        .iter()
+        .map(|(k, (v, _))| (k.clone(), *v))
+        .collect();
     let t0 = now_ms();
     controller.crash_and_restart().await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-    while !current.iter().all(|(k, v)| seen.latest.get(k).is_some_and(|(nv, at)| *at >= t0 && nv >= v)) {
+    while !current.iter().all(|(k, v)| {
+        seen.latest
+            .get(k)
+            .is_some_and(|(nv, at)| *at >= t0 && nv >= v)
+    }) {
         match tokio::time::timeout_at(deadline, lines.next_line()).await {
             Ok(Ok(Some(line))) => seen.record(&line),
             _ => bail!("not every sidecar resynced after the restart"),
@@ -212,10 +267,30 @@ async fn run(sidecars: usize, endpoints: usize, pools: usize, per: usize, change
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Cmd::Run { sidecars, endpoints, pools, pools_per_sidecar, changes, scenario } => {
-            run(sidecars, endpoints, pools.max(1), pools_per_sidecar.max(1), changes, &scenario).await
+        Cmd::Run {
+            sidecars,
+            endpoints,
+            pools,
+            pools_per_sidecar,
+            changes,
+            scenario,
+        } => {
+            run(
+                sidecars,
+                endpoints,
+                pools.max(1),
+                pools_per_sidecar.max(1),
+                changes,
+                &scenario,
+            )
+            .await
         }
-        Cmd::Sim { controller, sidecars, pools, pools_per_sidecar } => {
+        Cmd::Sim {
+            controller,
+            sidecars,
+            pools,
+            pools_per_sidecar,
+        } => {
             let sims = (0..sidecars)
                 .map(|i| sim::SimSidecar {
                     index: i,

@@ -22,7 +22,12 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     // Fields after the command (which may contain spaces) start after the last ')'.
     let rest = stat.rsplit(')').next().unwrap_or("");
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the ')'.
     (ticks(11) + ticks(12)) / 100.0
 }

@@ -53,7 +53,12 @@ fn health(pool: pb::PoolRef, version: u64, roster: &pb::PoolRoster) -> pb::PoolH
 }
 
 /// Run one sidecar until the process ends, reconnecting with a short back-off.
-pub async fn run(controller: String, sim: SimSidecar, out: mpsc::UnboundedSender<String>, heartbeat: Duration) {
+pub async fn run(
+    controller: String,
+    sim: SimSidecar,
+    out: mpsc::UnboundedSender<String>,
+    heartbeat: Duration,
+) {
     let identity = pb::SidecarIdentity {
         pod: format!("sim-{}", sim.index),
         namespace: sim.pools.first().map(|p| p.0.clone()).unwrap_or_default(),
@@ -106,7 +111,9 @@ pub async fn run(controller: String, sim: SimSidecar, out: mpsc::UnboundedSender
         });
         while let Ok(Some(update)) = stream.message().await {
             let at = now_ms();
-            let Some(pool) = update.pool.clone() else { continue };
+            let Some(pool) = update.pool.clone() else {
+                continue;
+            };
             let endpoints = match &update.state {
                 Some(pb::roster_update::State::Roster(r)) => {
                     let _ = reports_tx
