@@ -30,6 +30,16 @@ pub struct Options {
     pub lease: LeaseSettings,
     pub settings: Settings,
     pub limits: Limits,
+    pub authentication: Authentication,
+}
+
+/// How sidecars prove who they are.
+#[derive(Clone, Debug)]
+pub enum Authentication {
+    /// A projected ServiceAccount token for `audience`, checked with TokenReview.
+    TokenReview { audience: String },
+    /// Nobody is checked: local development only.
+    Insecure,
 }
 
 /// How the process ended.
@@ -101,7 +111,19 @@ async fn lead(
 /// Run until shut down or no longer leading.
 pub async fn run(client: Client, options: Options) -> Result<Outcome> {
     let (closing_tx, closing_rx) = watch::channel(false);
-    let state = State::new(Metrics::new()?, closing_rx.clone());
+    let auth = match &options.authentication {
+        Authentication::TokenReview { audience } => server::auth::Mode::TokenReview {
+            client: client.clone(),
+            audience: audience.clone(),
+        },
+        Authentication::Insecure => {
+            tracing::warn!(
+                "sidecars are not authenticated (--insecure-no-auth): local development only"
+            );
+            server::auth::Mode::Insecure
+        }
+    };
+    let state = State::new(Metrics::new()?, closing_rx.clone(), auth);
     let ready = Arc::new(AtomicBool::new(false));
     let grpc = TcpListener::bind(options.grpc_listen)
         .await

@@ -51,6 +51,12 @@ struct RunArgs {
     /// How long before the Lease expires its holder renews it.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     lease_grace: Duration,
+    /// The audience sidecar tokens must carry (their projected volume's `audience`).
+    #[arg(long, env = "ROLLCALL_TOKEN_AUDIENCE", default_value = "rollcall")]
+    token_audience: String,
+    /// Do not authenticate sidecars (trust the identity they claim): local development only.
+    #[arg(long, env = "ROLLCALL_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
     /// After taking the lead, how long a pool's status waits for the sidecars that were
     /// reporting before to report again (so a restart never rewrites history).
     #[arg(long, default_value = "25s", value_parser = humantime::parse_duration)]
@@ -108,6 +114,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             ..Settings::default()
         },
         limits: Limits::default(),
+        authentication: if args.insecure_no_auth {
+            app::Authentication::Insecure
+        } else {
+            app::Authentication::TokenReview {
+                audience: args.token_audience,
+            }
+        },
     };
     match app::run(client, options).await? {
         app::Outcome::Stopped => Ok(()),

@@ -1,7 +1,7 @@
 //! The gRPC roster server: `Watch` streams rosters from the `RosterHub` (snapshot first, then
 //! changes, latest wins), `Report` feeds sidecar health into the `ReportStore`. Every call
-//! passes the `identity` interceptor first, the seam where authentication will sit; message
-//! sizes and the number of pools per watch are bounded, so one bad client cannot exhaust the
+//! passes the `identity` interceptor first, then has its token verified (`auth`) and its pools
+//! authorised (`authz`); one Watch and one Report per pod (`sessions`); message sizes and the number of pools per watch are bounded, so one bad client cannot exhaust the
 //! server.
 
 use std::future::Future;
@@ -19,8 +19,12 @@ use crate::roster::RosterHub;
 use crate::status::ReportStore;
 use crate::{Error, Result};
 
+mod admit;
+pub mod auth;
+pub mod authz;
 pub mod identity;
 mod service;
+pub mod sessions;
 
 pub use identity::{Caller, identify};
 pub use service::RosterService;
@@ -54,22 +58,32 @@ pub struct State {
     pub metrics: Metrics,
     /// Turns true when the process is shutting down: open streams end with UNAVAILABLE.
     pub closing: watch::Receiver<bool>,
+    /// Verifies callers' tokens.
+    pub auth: Arc<auth::Authenticator>,
+    /// Decides which pools a verified caller may watch.
+    pub authz: Arc<authz::Authorizer>,
+    /// One Watch and one Report stream per pod.
+    pub sessions: Arc<sessions::Sessions>,
 }
 
 impl State {
     /// Fresh state; `closing` ends every open stream when it turns true.
-    pub fn new(metrics: Metrics, closing: watch::Receiver<bool>) -> Self {
+    pub fn new(metrics: Metrics, closing: watch::Receiver<bool>, mode: auth::Mode) -> Self {
         Self {
             hub: Arc::new(RosterHub::new()),
             reports: Arc::new(ReportStore::new()),
             metrics,
             closing,
+            authz: Arc::new(authz::Authorizer::new(&mode)),
+            auth: Arc::new(auth::Authenticator::new(mode)),
+            sessions: Arc::default(),
         }
     }
 
-    /// State whose streams never close by themselves (tests).
+    /// State whose streams never close by themselves and whose callers are not authenticated
+    /// (tests).
     pub fn open(metrics: Metrics) -> Self {
-        Self::new(metrics, watch::channel(false).1)
+        Self::new(metrics, watch::channel(false).1, auth::Mode::Insecure)
     }
 
     /// Resolves once the process is shutting down (never, when nobody can close it).

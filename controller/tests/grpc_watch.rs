@@ -220,3 +220,22 @@ async fn oversized_messages_are_refused_and_the_server_keeps_serving() {
     let mut s = watch(&mut c, &["web"]).await;
     assert_eq!(next(&mut s).await.state, roster(1));
 }
+
+#[tokio::test]
+async fn a_pod_has_one_watch_a_newer_one_ends_the_older() {
+    let srv = start(Limits::default()).await;
+    srv.state.hub.publish(&pool("web"), roster(3), 1).unwrap();
+    let mut c = client(srv.addr).await;
+    let mut first = common::watch_as(&mut c, "front-7", &["web"]).await;
+    next(&mut first).await;
+    let mut second = common::watch_as(&mut c, "front-7", &["web"]).await;
+    next(&mut second).await;
+    // The older stream ends with a reason, so a half-open connection is never counted twice.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), first.message())
+        .await
+        .expect("the older stream ends");
+    let status = ended.expect_err("it ends with a status");
+    assert_eq!(status.code(), tonic::Code::Aborted);
+    assert!(status.message().contains("newer stream"), "{status}");
+    assert_eq!(srv.state.metrics.connected_sidecars.get(), 1);
+}

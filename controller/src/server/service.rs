@@ -15,6 +15,8 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::admit::admit;
+use super::sessions::{PodKey, Sessions};
 use super::{Caller, Limits, State};
 use crate::status::ReportStore;
 use crate::unix_ms;
@@ -33,10 +35,17 @@ struct Connected {
     gauge: IntGauge,
     reports: Arc<ReportStore>,
     pools: Vec<PoolRef>,
+    /// The pod's Watch session, ended with the stream.
+    session: Option<(Arc<Sessions>, PodKey, u64)>,
 }
 
 impl Connected {
-    fn new(gauge: IntGauge, reports: Arc<ReportStore>, pools: Vec<PoolRef>) -> Self {
+    fn new(
+        gauge: IntGauge,
+        reports: Arc<ReportStore>,
+        pools: Vec<PoolRef>,
+        session: Option<(Arc<Sessions>, PodKey, u64)>,
+    ) -> Self {
         gauge.inc();
         for p in &pools {
             reports.touch(p.clone());
@@ -45,6 +54,7 @@ impl Connected {
             gauge,
             reports,
             pools,
+            session,
         }
     }
 }
@@ -52,6 +62,9 @@ impl Connected {
 impl Drop for Connected {
     fn drop(&mut self) {
         self.gauge.dec();
+        if let Some((sessions, pod, id)) = self.session.take() {
+            sessions.end_watch(&pod, id);
+        }
         for p in self.pools.drain(..) {
             self.reports.touch(p);
         }
@@ -63,6 +76,8 @@ impl Drop for Connected {
 pub const NOT_SERVING: &str = "this rollcall-controller replica is not serving rosters (a standby, or its caches are not synced yet); reconnect";
 /// What open streams end with when the controller shuts down.
 pub const SHUTTING_DOWN: &str = "rollcall-controller is shutting down; reconnect";
+/// What a stream ends with when the same pod opened a newer one.
+pub const REPLACED: &str = "replaced by a newer stream from the same pod";
 
 // === impl RosterService ===
 
@@ -91,11 +106,12 @@ impl pb::roster_server::Roster for RosterService {
     ) -> Result<Response<UpdateStream>, Status> {
         self.serving()?;
         let started = Instant::now();
-        let caller = req
+        let mut caller = req
             .extensions()
             .get::<Caller>()
             .cloned()
             .unwrap_or_default();
+        caller.verified = self.state.auth.authenticate(req.metadata()).await?;
         let request = WatchRequest::try_from(req.into_inner())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let sidecar = caller.attribute(Some(request.sidecar.clone()));
@@ -113,11 +129,37 @@ impl pb::roster_server::Roster for RosterService {
                 pools.len()
             )));
         }
+        let mut allowed = BTreeSet::new();
+        for pool in &pools {
+            if self
+                .state
+                .authz
+                .may_watch(caller.verified.as_ref(), pool)
+                .await?
+            {
+                allowed.insert(pool.clone());
+            }
+        }
+        if allowed.is_empty() {
+            let who = caller.verified.as_ref().map_or_else(
+                || sidecar.to_string(),
+                |id| format!("ServiceAccount {}/{}", id.namespace, id.service_account),
+            );
+            return Err(Status::permission_denied(format!(
+                "{who} may not watch {}: a pod may watch the BackendPools of its own namespace, \
+                 and others only where RBAC lets its ServiceAccount get them",
+                pools
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         let now = unix_ms();
         let mut snapshot = Vec::new();
         let mut receivers = Vec::new();
         for pool in &pools {
-            if !caller.may_watch(pool) {
+            if !allowed.contains(pool) {
                 snapshot.push(forbidden(pool));
                 continue;
             }
@@ -132,10 +174,16 @@ impl pb::roster_server::Roster for RosterService {
         metrics
             .snapshot_seconds
             .observe(started.elapsed().as_secs_f64());
+        // One Watch per pod: a newer one ends this one.
+        let session = caller
+            .pod(Some(&request.sidecar))
+            .map(|pod| (pod.clone(), self.state.sessions.begin_watch(pod, allowed)));
+        let mut superseded = session.as_ref().map(|(_, s)| s.replaced.clone());
         let guard = Connected::new(
             metrics.connected_sidecars.clone(),
             self.state.reports.clone(),
             pools.into_iter().collect(),
+            session.map(|(pod, s)| (self.state.sessions.clone(), pod, s.id)),
         );
         let latency = metrics.push_latency_seconds.clone();
         let changes = stream::select_all(receivers.into_iter().map(move |rx| {
@@ -153,7 +201,22 @@ impl pb::roster_server::Roster for RosterService {
         let pushes = metrics.roster_pushes.clone();
         let state = self.state.clone();
         let closing = self.state.closing.clone();
-        let closed = async move { state.closed().await };
+        let replaced = superseded.clone();
+        let closed = async move {
+            let newer = async {
+                let ended = match &mut superseded {
+                    Some(rx) => rx.wait_for(|r| *r).await.is_ok(),
+                    None => false,
+                };
+                if !ended {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = state.closed() => {}
+                () = newer => {}
+            }
+        };
         let updates = stream::iter(snapshot)
             .chain(changes)
             .map(move |u| {
@@ -164,10 +227,14 @@ impl pb::roster_server::Roster for RosterService {
             .take_until(closed)
             .chain(
                 stream::once(async move {
-                    // Only a shutdown ends a stream with UNAVAILABLE; other ends are plain.
-                    closing
-                        .borrow()
-                        .then(|| Err(Status::unavailable(SHUTTING_DOWN)))
+                    // Only a shutdown or a newer session ends a stream with an error.
+                    if *closing.borrow() {
+                        Some(Err(Status::unavailable(SHUTTING_DOWN)))
+                    } else if replaced.as_ref().is_some_and(|r| *r.borrow()) {
+                        Some(Err(Status::aborted(REPLACED)))
+                    } else {
+                        None
+                    }
                 })
                 .filter_map(std::future::ready),
             );
@@ -180,20 +247,31 @@ impl pb::roster_server::Roster for RosterService {
         req: Request<Streaming<pb::HealthReport>>,
     ) -> Result<Response<pb::ReportSummary>, Status> {
         self.serving()?;
-        let caller = req
+        let mut caller = req
             .extensions()
             .get::<Caller>()
             .cloned()
             .unwrap_or_default();
+        caller.verified = self.state.auth.authenticate(req.metadata()).await?;
+        let authenticated = caller.verified.is_some();
         let mut inbound = req.into_inner();
         let store = &self.state.reports;
         let id = store.open(caller.attribute(None), Instant::now());
-        let mut named = caller.claimed.is_some();
+        let mut named = caller.claimed.is_some() || authenticated;
+        let mut pod = caller.pod(None);
+        let mut session = pod.clone().map(|p| self.state.sessions.begin_report(p));
         let mut summary = pb::ReportSummary::default();
         let result = loop {
+            let newer = async {
+                match &mut session {
+                    Some(s) => s.superseded().await,
+                    None => std::future::pending().await,
+                }
+            };
             let next = tokio::select! {
                 next = inbound.message() => next,
                 () = self.state.closed() => break Err(Status::unavailable(SHUTTING_DOWN)),
+                () = newer => break Err(Status::aborted(REPLACED)),
             };
             let msg = match next {
                 Ok(Some(msg)) => msg,
@@ -209,6 +287,12 @@ impl pb::roster_server::Roster for RosterService {
             };
             if !named && let Some(sidecar) = report.sidecar.clone() {
                 tracing::Span::current().record("sidecar", tracing::field::display(&sidecar));
+                if pod.is_none()
+                    && let Some(p) = caller.pod(Some(&sidecar))
+                {
+                    session = Some(self.state.sessions.begin_report(p.clone()));
+                    pod = Some(p);
+                }
                 store.identify(id, caller.attribute(Some(sidecar)));
                 named = true;
             }
@@ -218,17 +302,32 @@ impl pb::roster_server::Roster for RosterService {
                 self.count("accepted", &mut summary.accepted);
                 continue;
             }
-            for pool in report.pools {
-                if self.knows(&pool.pool) && caller.may_watch(&pool.pool) {
-                    store.record(id, pool, now);
-                    self.count("accepted", &mut summary.accepted);
-                } else {
-                    store.heartbeat(id, now);
-                    self.count("ignored", &mut summary.ignored);
+            for mut pool in report.pools {
+                // An authenticated pod reports only on pools its current Watch names.
+                let watched = !authenticated
+                    || pod
+                        .as_ref()
+                        .is_some_and(|p| self.state.sessions.watches(p, &pool.pool));
+                let roster = self.roster(&pool.pool);
+                match roster {
+                    Some(roster) if watched => {
+                        if admit(&mut pool, &roster) > 0 {
+                            self.count("trimmed", &mut summary.ignored);
+                        }
+                        store.record(id, pool, now);
+                        self.count("accepted", &mut summary.accepted);
+                    }
+                    _ => {
+                        store.heartbeat(id, now);
+                        self.count("ignored", &mut summary.ignored);
+                    }
                 }
             }
         };
         store.close(id);
+        if let (Some(pod), Some(session)) = (&pod, &session) {
+            self.state.sessions.end_report(pod, session.id);
+        }
         match result {
             Ok(()) => Ok(Response::new(summary)),
             Err(status) => {
@@ -249,12 +348,15 @@ impl RosterService {
             .inc();
     }
 
-    /// Reports are kept only for pools that have a roster.
-    fn knows(&self, pool: &PoolRef) -> bool {
+    /// The roster a pool is served with; reports are kept only for pools that have one.
+    fn roster(&self, pool: &PoolRef) -> Option<rollcall_api::roster::Roster> {
         self.state
             .hub
             .current(pool)
-            .is_some_and(|p| matches!(p.update.state, PoolState::Roster(_)))
+            .and_then(|p| match &p.update.state {
+                PoolState::Roster(r) => Some(r.clone()),
+                PoolState::Unavailable { .. } => None,
+            })
     }
 }
 
@@ -264,7 +366,10 @@ fn forbidden(pool: &PoolRef) -> pb::RosterUpdate {
         version: 0,
         state: Some(pb::roster_update::State::Unavailable(pb::Unavailable {
             reason: pb::unavailable::Reason::from(UnavailableReason::NotPermitted).into(),
-            message: format!("this sidecar may not watch {pool}"),
+            message: format!(
+                "this sidecar may not watch {pool}: RBAC does not let its ServiceAccount get that \
+                 BackendPool"
+            ),
         })),
     }
 }

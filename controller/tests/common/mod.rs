@@ -85,9 +85,23 @@ pub fn sidecar() -> SidecarId {
     }
 }
 
+/// A Watch from a sidecar of its own (each call is another pod).
 pub async fn watch(c: &mut RosterClient<Channel>, pools: &[&str]) -> Streaming<pb::RosterUpdate> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    watch_as(c, &format!("front-{n}"), pools).await
+}
+
+/// A Watch from pod `pod`.
+pub async fn watch_as(
+    c: &mut RosterClient<Channel>,
+    pod: &str,
+    pools: &[&str],
+) -> Streaming<pb::RosterUpdate> {
+    let mut sidecar = sidecar();
+    sidecar.pod = pod.to_string();
     let req = WatchRequest {
-        sidecar: sidecar(),
+        sidecar,
         pools: pools.iter().map(|p| pool(p)).collect(),
     };
     c.watch(pb::WatchRequest::from(&req))

@@ -4,6 +4,7 @@
 
 mod api;
 mod controller;
+pub mod identity;
 mod process;
 mod service;
 mod sidecar;

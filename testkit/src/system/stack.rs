@@ -133,12 +133,13 @@ impl Stack {
             say(format!("applied {file}: {}", names.join(", ")));
         }
         let mut controllers = Vec::new();
+        // The stack's sidecars do not present ServiceAccount tokens yet.
+        let mut controller_flags = vec!["--insecure-no-auth".to_string()];
+        controller_flags.extend(options.controller_flags.iter().cloned());
         for i in 0..options.controllers.max(1) {
             let identity = format!("rollcall-controller-{i}");
-            controllers.push(
-                Controller::start(&api.kubeconfig, &identity, dir, &options.controller_flags)
-                    .await?,
-            );
+            controllers
+                .push(Controller::start(&api.kubeconfig, &identity, dir, &controller_flags).await?);
         }
         let service =
             ServiceProxy::start(controllers.iter().map(Controller::replica).collect()).await?;

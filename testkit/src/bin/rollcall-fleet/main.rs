@@ -139,7 +139,14 @@ async fn run(
                 .await?;
         }
     }
-    let mut controller = Controller::start(&api.kubeconfig, "fleet-controller", &dir, &[]).await?;
+    let mut controller = Controller::start(
+        &api.kubeconfig,
+        "fleet-controller",
+        &dir,
+        // The simulated sidecars present no ServiceAccount tokens.
+        &["--insecure-no-auth".to_string()],
+    )
+    .await?;
     controller.wait_ready(Duration::from_secs(60)).await?;
     let pid = controller.process.pid().context("controller pid")?;
     let idle_rss = rss_mib(pid);

@@ -1,0 +1,114 @@
+//! What a report may put into a pool's status: only endpoints of the roster the controller
+//! serves, reasons from the closed set this controller knows (anything else reads `Other`),
+//! and bounded error text, so no sidecar can invent endpoints, smuggle markup into Events, or
+//! grow a status past the object size limit.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+
+use rollcall_api::roster::{PoolHealth, Roster};
+
+/// Reasons a sidecar may give for an endpoint's state.
+pub const REASONS: &[&str] = &[
+    "New",
+    "ProbeSucceeded",
+    "RequestSucceeded",
+    "ProbeFailures",
+    "ConsecutiveGatewayErrors",
+    "Consecutive5xx",
+    "ErrorRate",
+    "ProbationFailed",
+    "ProbationPassed",
+    "EjectionExpired",
+    "Terminating",
+    "RemovedFromRoster",
+    "BackInRoster",
+    "Stalled",
+];
+
+/// Longest `lastError` kept, in characters.
+pub const MAX_ERROR_CHARS: usize = 256;
+
+/// `health` cut down to what the roster and the rules allow; returns how many endpoint
+/// entries were dropped.
+pub fn admit(health: &mut PoolHealth, roster: &Roster) -> usize {
+    let known: HashSet<SocketAddr> = roster.endpoints.iter().map(|e| e.addr).collect();
+    let before = health.endpoints.len();
+    health.endpoints.retain(|e| known.contains(&e.addr));
+    let mut seen = HashSet::new();
+    health.endpoints.retain(|e| seen.insert(e.addr));
+    for e in &mut health.endpoints {
+        if !e.reason.is_empty() && !REASONS.contains(&e.reason.as_str()) {
+            e.reason = "Other".into();
+        }
+        if let Some(error) = &mut e.last_error {
+            let clean: String = error
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(MAX_ERROR_CHARS)
+                .collect();
+            *error = clean;
+        }
+    }
+    before - health.endpoints.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use rollcall_api::roster::{Endpoint, EndpointHealth, EndpointState, PoolRef};
+
+    use super::*;
+
+    fn endpoint(addr: &str) -> Endpoint {
+        Endpoint {
+            addr: addr.parse().unwrap(),
+            pod: None,
+            zone: None,
+            ready: true,
+            serving: true,
+            terminating: false,
+            weight: 1,
+        }
+    }
+
+    fn health(addr: &str, reason: &str, error: Option<&str>) -> EndpointHealth {
+        EndpointHealth {
+            addr: addr.parse().unwrap(),
+            state: EndpointState::Ejected,
+            reason: reason.into(),
+            since_unix_ms: 1,
+            times_ejected: 1,
+            last_error: error.map(String::from),
+            ejection_suppressed: false,
+        }
+    }
+
+    #[test]
+    fn reports_keep_only_roster_endpoints_known_reasons_and_bounded_errors() {
+        let roster = Roster {
+            endpoints: vec![endpoint("10.0.0.1:80"), endpoint("10.0.0.2:80")],
+            policy: Default::default(),
+            service: "shop/web:http".into(),
+        };
+        let huge = "x".repeat(1 << 20);
+        let mut report = PoolHealth {
+            pool: PoolRef::new("shop", "web"),
+            roster_version: 1,
+            panic: false,
+            endpoints: vec![
+                health("10.0.0.1:80", "ProbeFailures", Some(&huge)),
+                health("10.0.0.1:80", "ProbeFailures", None),
+                health("10.0.0.2:80", "<script>", Some("refused\n\u{7}")),
+                health("10.9.9.9:80", "ProbeFailures", None),
+            ],
+        };
+        assert_eq!(admit(&mut report, &roster), 2);
+        assert_eq!(report.endpoints.len(), 2);
+        assert_eq!(
+            report.endpoints[0].last_error.as_ref().unwrap().len(),
+            MAX_ERROR_CHARS
+        );
+        assert_eq!(report.endpoints[1].reason, "Other");
+        assert_eq!(report.endpoints[1].last_error.as_deref(), Some("refused"));
+    }
+}

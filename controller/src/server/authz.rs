@@ -1,0 +1,198 @@
+//! Which pools a verified sidecar may watch (and report on). A pod may watch the pools of its
+//! own namespace: the namespace is the boundary Kubernetes RBAC already draws, and a Service's
+//! endpoints are visible to that namespace's pods anyway. A pool in another namespace may be
+//! watched when RBAC says the pod's ServiceAccount may `get` that BackendPool — a Role and
+//! RoleBinding in the pool's namespace, asked with a `SubjectAccessReview` — so cross-namespace
+//! access is granted the way every other Kubernetes permission is, by the pool's owners.
+//! Answers are cached (a minute when allowed, ten seconds when denied, so a new RoleBinding
+//! takes effect soon); without authentication every pool may be watched.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
+use rollcall_api::roster::PoolRef;
+use tokio::time::Instant;
+use tonic::Status;
+
+use super::auth::{Identity, Mode};
+
+const ALLOWED_FOR: Duration = Duration::from_secs(60);
+const DENIED_FOR: Duration = Duration::from_secs(10);
+/// Answers kept at most.
+const CACHE_ENTRIES: usize = 50_000;
+
+/// `(namespace, service account)` of the asker, and the pool.
+type Question = ((String, String), PoolRef);
+
+/// Decides `may watch`, with a cache of RBAC answers.
+pub struct Authorizer {
+    client: Option<Client>,
+    cache: Mutex<HashMap<Question, (bool, Instant)>>,
+}
+
+impl std::fmt::Debug for Authorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authorizer")
+            .field("rbac", &self.client.is_some())
+            .finish()
+    }
+}
+
+/// The review that asks whether `who` may `get` BackendPool `pool`.
+pub fn review_for(who: &Identity, pool: &PoolRef) -> SubjectAccessReview {
+    let mut extra = BTreeMap::new();
+    extra.insert(
+        "authentication.kubernetes.io/pod-name".to_string(),
+        vec![who.pod.clone()],
+    );
+    SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!(
+                "system:serviceaccount:{}:{}",
+                who.namespace, who.service_account
+            )),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{}", who.namespace),
+                "system:authenticated".into(),
+            ]),
+            extra: Some(extra),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some("rollcall.dev".into()),
+                resource: Some("backendpools".into()),
+                verb: Some("get".into()),
+                namespace: Some(pool.namespace.clone()),
+                name: Some(pool.name.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+// === impl Authorizer ===
+
+impl Authorizer {
+    pub fn new(mode: &Mode) -> Self {
+        let client = match mode {
+            Mode::TokenReview { client, .. } => Some(client.clone()),
+            Mode::Insecure => None,
+        };
+        Self {
+            client,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `who` (a verified identity; `None` when authentication is off) may watch
+    /// `pool`. Fails only when RBAC cannot be asked right now.
+    pub async fn may_watch(&self, who: Option<&Identity>, pool: &PoolRef) -> Result<bool, Status> {
+        let (Some(who), Some(client)) = (who, &self.client) else {
+            return Ok(true);
+        };
+        if who.namespace == pool.namespace {
+            return Ok(true);
+        }
+        let question = (
+            (who.namespace.clone(), who.service_account.clone()),
+            pool.clone(),
+        );
+        let now = Instant::now();
+        if let Some((allowed, until)) = self.cache.lock().get(&question)
+            && *until > now
+        {
+            return Ok(*allowed);
+        }
+        let reviews: Api<SubjectAccessReview> = Api::all(client.clone());
+        let answer = reviews
+            .create(&PostParams::default(), &review_for(who, pool))
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, %pool, "SubjectAccessReview failed");
+                Status::unavailable(
+                    "cannot check access to the pool right now (SubjectAccessReview failed); retry",
+                )
+            })?;
+        let allowed = answer.status.is_some_and(|s| s.allowed);
+        let mut cache = self.cache.lock();
+        if cache.len() >= CACHE_ENTRIES {
+            cache.retain(|_, (_, until)| *until > now);
+            if cache.len() >= CACHE_ENTRIES {
+                cache.clear();
+            }
+        }
+        let lifetime = if allowed { ALLOWED_FOR } else { DENIED_FOR };
+        cache.insert(question, (allowed, now + lifetime));
+        Ok(allowed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn front() -> Identity {
+        Identity {
+            namespace: "shop".into(),
+            service_account: "front".into(),
+            pod: "front-1".into(),
+            pod_uid: "u".into(),
+        }
+    }
+
+    #[test]
+    fn the_review_asks_rbac_about_the_service_account_and_the_one_pool() {
+        let review = review_for(&front(), &PoolRef::new("billing", "ledger"));
+        let spec = review.spec;
+        assert_eq!(
+            spec.user.as_deref(),
+            Some("system:serviceaccount:shop:front")
+        );
+        assert!(
+            spec.groups
+                .unwrap()
+                .contains(&"system:serviceaccounts:shop".to_string())
+        );
+        let attrs = spec.resource_attributes.unwrap();
+        assert_eq!(
+            (
+                attrs.group.as_deref(),
+                attrs.resource.as_deref(),
+                attrs.verb.as_deref(),
+                attrs.namespace.as_deref(),
+                attrs.name.as_deref()
+            ),
+            (
+                Some("rollcall.dev"),
+                Some("backendpools"),
+                Some("get"),
+                Some("billing"),
+                Some("ledger")
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn without_authentication_every_pool_may_be_watched() {
+        let authz = Authorizer::new(&Mode::Insecure);
+        assert!(
+            authz
+                .may_watch(Some(&front()), &PoolRef::new("billing", "x"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            authz
+                .may_watch(None, &PoolRef::new("billing", "x"))
+                .await
+                .unwrap()
+        );
+    }
+}
