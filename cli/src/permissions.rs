@@ -45,7 +45,8 @@ const fn own(
 }
 
 /// rollcall-controller: reflectors over pools, slices and Services; status by server-side
-/// apply; Events (Recorder); TokenReviews for sidecar authentication; its Lease.
+/// apply; Events (Recorder); TokenReviews and SubjectAccessReviews for sidecar authentication
+/// and cross-namespace authorization; its Lease.
 pub const CONTROLLER: &[Permission] = &[
     cluster("list", "rollcall.dev", "backendpools"),
     cluster("watch", "rollcall.dev", "backendpools"),
@@ -60,6 +61,7 @@ pub const CONTROLLER: &[Permission] = &[
     cluster("create", "events.k8s.io", "events"),
     cluster("patch", "events.k8s.io", "events"),
     cluster("create", "authentication.k8s.io", "tokenreviews"),
+    cluster("create", "authorization.k8s.io", "subjectaccessreviews"),
     own("create", "coordination.k8s.io", "leases", ""),
     own(
         "get",

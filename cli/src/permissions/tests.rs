@@ -111,7 +111,11 @@ fn descriptions_name_verb_resource_and_scope() {
         "patch backendpools/status (rollcall.dev) cluster-wide"
     );
     assert_eq!(
-        CONTROLLER[11].describe("rollcall-system"),
+        CONTROLLER
+            .iter()
+            .find(|p| p.verb == "get" && p.resource == "leases")
+            .map(|p| p.describe("rollcall-system"))
+            .unwrap_or_default(),
         "get leases \"rollcall-controller\" (coordination.k8s.io) in namespace rollcall-system"
     );
 }
