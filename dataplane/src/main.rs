@@ -41,6 +41,11 @@ struct Args {
     /// This pod's namespace (downward API: `POD_NAMESPACE`).
     #[arg(long, env = "POD_NAMESPACE")]
     namespace: Option<String>,
+    /// The pod's projected ServiceAccount token (audience `rollcall`), presented to the
+    /// controller on every stream; re-read at each (re)connect, so the kubelet's rotation is
+    /// picked up. Unset: no token (only a controller run with `--insecure-no-auth` accepts that).
+    #[arg(long, env = "ROLLCALL_TOKEN_FILE", value_name = "PATH")]
+    token_file: Option<PathBuf>,
     /// An empty health report after this long without one, so the controller knows we live.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     report_heartbeat: Duration,
@@ -126,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
             }
             let mut roster = RosterOptions::new(controller, args.pools, identity);
             roster.heartbeat = args.report_heartbeat;
+            roster.token_file = args.token_file;
             sidecar::start_controlled_with(
                 ControlledOptions {
                     admin_listen: args.admin_listen,

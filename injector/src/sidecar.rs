@@ -37,10 +37,9 @@ pub const CA_FILE: &str = "/var/run/secrets/rollcall.dev/controller-ca/ca.crt";
 /// The sidecar's arguments and environment for `pools`.
 ///
 /// `--shutdown-delay=0s`: see the module header (the application has exited by then).
-/// Assumed, as the sidecar's authentication is being written: the token path arrives as
-/// `ROLLCALL_TOKEN_FILE` (an environment variable, so a sidecar that does not know it yet
-/// still starts), and the roster TLS CA as `--controller-ca PATH` (passed only when the chart
-/// configures a CA, since today's sidecar refuses unknown flags).
+/// The token path arrives as `ROLLCALL_TOKEN_FILE` (the sidecar re-reads it at every
+/// reconnect, so the kubelet's rotation is picked up), and the roster TLS CA as
+/// `--controller-ca PATH` (passed only when the chart configures a CA).
 pub fn command_line(settings: &SidecarSettings, pools: &[PoolPort]) -> (Vec<String>, Vec<EnvVar>) {
     let mut args = vec![
         format!("--controller={}", settings.controller_url),

@@ -165,7 +165,8 @@ class Cluster(base.LocalApi):
         group_version = doc["apiVersion"]
         prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
         plural = {"Namespace": "namespaces", "Service": "services", "EndpointSlice": "endpointslices",
-                  "BackendPool": "backendpools", "Pod": "pods", "ConfigMap": "configmaps"}[doc["kind"]]
+                  "BackendPool": "backendpools", "Pod": "pods", "ConfigMap": "configmaps",
+                  "ServiceAccount": "serviceaccounts"}[doc["kind"]]
         ns = doc["metadata"].get("namespace")
         path = f"{prefix}/namespaces/{ns}/{plural}" if ns else f"{prefix}/{plural}"
         path += f"/{doc['metadata']['name']}?fieldManager={manager}&force=true"

@@ -32,10 +32,8 @@ CONTROLLER_USER = f"system:serviceaccount:{kit.NAMESPACE}:rollcall-controller"
 INJECTOR_USER = f"system:serviceaccount:{kit.NAMESPACE}:rollcall-injector"
 # Granted on purpose, but not called in this run (with the reason).
 NOT_EXERCISED = {
-    (CONTROLLER_USER, "create", "authentication.k8s.io", "tokenreviews", ""):
-        "the sidecar here sends no token yet (the controller runs --insecure-no-auth)",
     (CONTROLLER_USER, "create", "authorization.k8s.io", "subjectaccessreviews", ""):
-        "the sidecar here sends no token yet (the controller runs --insecure-no-auth)",
+        "the sidecar here watches a pool in its own namespace, which needs no review",
     (CONTROLLER_USER, "patch", "events.k8s.io", "events", ""):
         "kube-runtime's Recorder patches an Event only when one status write repeats it",
 }
@@ -95,18 +93,32 @@ def setUpModule():
     SYSTEM["controller"] = procs.start("controller", [
         kit.binary("rollcall-controller"), "run", f"--grpc-listen=127.0.0.1:{grpc}",
         f"--metrics-listen=127.0.0.1:{metrics}", "--identity=rollcall-controller-0",
-        f"--lease-namespace={kit.NAMESPACE}", "--lease-duration=4s", "--lease-grace=2s", "--restart-grace=1s",
-        "--insecure-no-auth"],
+        f"--lease-namespace={kit.NAMESPACE}", "--lease-duration=4s", "--lease-grace=2s", "--restart-grace=1s"],
         {"KUBECONFIG": controller_kubeconfig, "POD_NAME": "rollcall-controller-0", "RUST_LOG": "info"})
     kit.wait_for("the controller leads", lambda: kit.http_get(f"{SYSTEM['controller_metrics']}/readyz")[0] == 200,
                  timeout=60, process=SYSTEM["controller"])
 
+    # The sidecar runs as Pod shop/client-0 and presents a token bound to it (audience
+    # rollcall), as the injected projected volume gives it; the controller reviews it.
+    cluster.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "client", "namespace": "shop"}})
+    cluster.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client-0", "namespace": "shop"},
+                   "spec": {"serviceAccountName": "client", "containers": [{"name": "app", "image": "app"}]}})
+    pod = cluster.get("/api/v1/namespaces/shop/pods/client-0")
+    token = cluster.ok("POST", "/api/v1/namespaces/shop/serviceaccounts/client/token", {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": ["rollcall"], "expirationSeconds": 3600,
+                 "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "client-0",
+                                    "uid": pod["metadata"]["uid"]}}})["status"]["token"]
+    token_file = os.path.join(cluster.dir, "client-0.token")
+    with open(token_file, "w") as f:
+        f.write(token)
     listen, admin = kit.free_port(), kit.free_port()
     SYSTEM["sidecar_admin"] = f"http://127.0.0.1:{admin}"
     SYSTEM["sidecar"] = procs.start("sidecar", [
         kit.binary("rollcall-sidecar"), f"--controller=http://127.0.0.1:{grpc}",
         f"--pool=shop/web=127.0.0.1:{listen}", f"--admin-listen=127.0.0.1:{admin}"],
-        {"POD_NAME": "client-0", "POD_NAMESPACE": "shop", "ROLLCALL_LOG": "info"})
+        {"POD_NAME": "client-0", "POD_NAMESPACE": "shop", "ROLLCALL_LOG": "info",
+         "ROLLCALL_TOKEN_FILE": token_file})
 
     def both_endpoints():
         code, body = kit.http_get(f"{SYSTEM['sidecar_admin']}/endpoints")

@@ -4,7 +4,8 @@
 //! watches its own namespace's pools, and another namespace's only where RBAC lets its
 //! ServiceAccount `get` the BackendPool; otherwise PERMISSION_DENIED. A pod's reports are its
 //! own whatever it claims, one session per pod, about endpoints in its roster only, with
-//! reasons from the closed set and bounded strings.
+//! reasons from the closed set and bounded strings. The real sidecar presents the token from
+//! its projected file and reads the file again at each reconnect.
 
 use std::time::Duration;
 
@@ -13,7 +14,8 @@ use rollcall_api::proto::v1::roster_client::RosterClient;
 use rollcall_e2e::{PATIENCE, ejection, run_dir};
 use rollcall_testkit::system::identity::{self, AUDIENCE, PodIdentity};
 use rollcall_testkit::system::{
-    CRD_YAML, Controller, LocalApi, NAMESPACE_YAML, SERVICE_YAML, pool_resource, slices_yaml,
+    CRD_YAML, Controller, LocalApi, NAMESPACE_YAML, SERVICE_YAML, Sidecar, pool_resource,
+    slices_yaml,
 };
 use rollcall_testkit::{Behavior, TestBackend};
 use serde_json::{Value, json};
@@ -429,4 +431,74 @@ async fn a_pods_reports_are_its_own_bounded_and_about_its_roster_only() {
         .unwrap()
         .unwrap();
     assert_eq!((summary.accepted, summary.ignored), (1, 1), "{summary:?}");
+}
+
+/// Poll `process`'s log until it contains `needle`.
+async fn wait_log(sidecar: &Sidecar, needle: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let log = sidecar.process.log_tail(200);
+        if log.contains(needle) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never logged {needle:?}; its log:\n{log}",
+            sidecar.process.name
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn endpoints(sidecar: &Sidecar) -> usize {
+    sidecar
+        .pool("shop/web")
+        .await
+        .map_or(0, |pool| pool.endpoints.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sidecar_presents_its_projected_token_and_reads_it_again_at_each_reconnect() {
+    let world = world("sidecar-token-file").await;
+    let dir = run_dir("sidecar-token-file-sidecars");
+    let url = world.controller.url();
+
+    // No token at all: refused by the controller, which says what to mount.
+    let anonymous = Sidecar::controlled(&url, "shop/web", "anonymous", None, &dir)
+        .await
+        .unwrap();
+    wait_log(&anonymous, "no ServiceAccount token").await;
+    // A token file that is not there: the sidecar says so itself.
+    let missing = dir.join("missing.token");
+    let unmounted = Sidecar::controlled(&url, "shop/web", "unmounted", Some(&missing), &dir)
+        .await
+        .unwrap();
+    wait_log(&unmounted, "cannot read the ServiceAccount token file").await;
+
+    // A pod whose token file holds garbage at first is refused; once the kubelet (here the
+    // test) writes the real token, the next reconnect presents it and the roster arrives.
+    let who = pod(&world, "shop", "client", "client-rotating").await;
+    let path = dir.join("client-rotating.token");
+    identity::write_atomically(&path, "not-a-token").unwrap();
+    let rotating = Sidecar::controlled(&url, "shop/web", &who.pod, Some(&path), &dir)
+        .await
+        .unwrap();
+    wait_log(&rotating, "Unauthenticated").await;
+    assert_eq!(endpoints(&rotating).await, 0);
+    let _projected =
+        identity::TokenFile::project(&world.api.client, &who, &path, Duration::from_secs(3600))
+            .await
+            .unwrap();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while endpoints(&rotating).await != world.backends.len() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sidecar never got the roster with its new token; its log:\n{}",
+            rotating.process.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Neither refused sidecar got a roster meanwhile.
+    assert_eq!(endpoints(&anonymous).await, 0);
+    assert_eq!(endpoints(&unmounted).await, 0);
 }

@@ -4,11 +4,13 @@
 //! a pool runs (`book`), what a report says and whether anything changed (`health`), how long
 //! to wait before reconnecting (`backoff`). The two loops only carry messages between them.
 //!
-//! Both streams share one lazily connected channel, keep routing on the last roster while the
-//! controller is away, and reconnect with full-jitter exponential back-off.
+//! Both streams share one lazily connected channel, present the pod's ServiceAccount token
+//! (`credentials`), keep routing on the last roster while the controller is away, and
+//! reconnect with full-jitter exponential back-off.
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use rollcall_api::proto::v1::roster_client::RosterClient;
 use rollcall_api::roster::{PoolRef, SidecarId};
 use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::config::SidecarConfig;
@@ -24,18 +27,23 @@ use crate::runtime::Runtime;
 
 mod backoff;
 mod book;
+mod credentials;
 mod health;
 mod report;
 mod watch;
 
 pub use backoff::Backoff;
 pub use book::{Book, Outcome};
+pub use credentials::{Credentials, TokenError};
 pub use health::{HealthFacts, pool_health};
 
 /// Largest roster message accepted from the controller (one pool's complete roster).
 pub const MAX_ROSTER_MESSAGE: usize = 64 * 1024 * 1024;
 /// Largest health report sent (the controller refuses more than 4 MiB).
 pub const MAX_REPORT_MESSAGE: usize = 4 * 1024 * 1024;
+
+/// The roster client as both loops use it: every call carries the token.
+pub(crate) type Client = RosterClient<InterceptedService<Channel, Credentials>>;
 
 /// One pool the sidecar routes to: `namespace/name=listen`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +65,9 @@ pub struct RosterOptions {
     pub report_interval: Duration,
     pub backoff: Backoff,
     pub connect_timeout: Duration,
+    /// The projected ServiceAccount token presented on every call (`None`: none, for a
+    /// controller run with `--insecure-no-auth`).
+    pub token_file: Option<PathBuf>,
 }
 
 /// Why the controller options were refused.
@@ -117,6 +128,7 @@ impl RosterOptions {
             report_interval: Duration::from_millis(250),
             backoff: Backoff::default(),
             connect_timeout: Duration::from_secs(2),
+            token_file: None,
         }
     }
 
@@ -163,7 +175,8 @@ impl RosterOptions {
 /// Start the roster client and the reporter on `channel`; the runtime already runs
 /// `options.initial_config()`.
 pub fn spawn(options: &RosterOptions, channel: Channel, runtime: Arc<Runtime>) -> RosterTasks {
-    let client = RosterClient::new(channel)
+    let credentials = Credentials::new(options.token_file.clone());
+    let client = RosterClient::with_interceptor(channel, credentials)
         .max_decoding_message_size(MAX_ROSTER_MESSAGE)
         .max_encoding_message_size(MAX_REPORT_MESSAGE);
     let (versions_tx, versions_rx) = channel::channel(Versions::new());
@@ -174,7 +187,11 @@ pub fn spawn(options: &RosterOptions, channel: Channel, runtime: Arc<Runtime>) -
         versions_tx,
     ));
     let report = tokio::spawn(report::run(client, options.clone(), runtime, versions_rx));
-    tracing::info!(controller = %options.controller, pools = options.pools.len(), sidecar = %options.sidecar, "following the controller's rosters");
+    let token_file = options
+        .token_file
+        .as_ref()
+        .map_or_else(|| "none".to_owned(), |p| p.display().to_string());
+    tracing::info!(controller = %options.controller, pools = options.pools.len(), sidecar = %options.sidecar, %token_file, "following the controller's rosters");
     RosterTasks {
         tasks: vec![watch, report],
     }

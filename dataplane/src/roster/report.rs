@@ -10,17 +10,15 @@ use std::time::SystemTime;
 
 use futures_util::stream;
 use rollcall_api::proto::v1 as pb;
-use rollcall_api::proto::v1::roster_client::RosterClient;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
-use tonic::transport::Channel;
 
 use super::health::Sent;
-use super::{RosterOptions, Versions};
+use super::{Client, RosterOptions, Versions};
 use crate::runtime::Runtime;
 
 pub(super) async fn run(
-    client: RosterClient<Channel>,
+    client: Client,
     options: RosterOptions,
     runtime: Arc<Runtime>,
     versions: watch::Receiver<Versions>,

@@ -6,16 +6,14 @@
 use std::sync::Arc;
 
 use rollcall_api::proto::v1 as pb;
-use rollcall_api::proto::v1::roster_client::RosterClient;
 use rollcall_api::roster::WatchRequest;
 use tokio::sync::watch;
-use tonic::transport::Channel;
 
-use super::{Book, Outcome, RosterOptions, Versions};
+use super::{Book, Client, Outcome, RosterOptions, Versions};
 use crate::runtime::Runtime;
 
 pub(super) async fn run(
-    mut client: RosterClient<Channel>,
+    mut client: Client,
     options: RosterOptions,
     runtime: Arc<Runtime>,
     versions: watch::Sender<Versions>,

@@ -74,12 +74,14 @@ impl Sidecar {
         Self::ready(Process::spawn("sidecar", command, dir)?, listen, admin).await
     }
 
-    /// Start following `controller` for `pool` (`namespace/name`) as pod `pod`, and wait for
-    /// `/ready` (every pool listening; the roster may still be on its way).
+    /// Start following `controller` for `pool` (`namespace/name`) as pod `pod`, presenting the
+    /// token in `token_file` (`None`: no token), and wait for `/ready` (every pool listening;
+    /// the roster may still be on its way).
     pub async fn controlled(
         controller: &str,
         pool: &str,
         pod: &str,
+        token_file: Option<&Path>,
         dir: &Path,
     ) -> anyhow::Result<Self> {
         let (listen, admin) = (free_port()?, free_port()?);
@@ -92,6 +94,9 @@ impl Sidecar {
             .args(["--report-heartbeat", "2s"])
             .env("POD_NAME", pod)
             .env("POD_NAMESPACE", namespace);
+        if let Some(token_file) = token_file {
+            command.arg("--token-file").arg(token_file);
+        }
         log_env(&mut command);
         Self::ready(Process::spawn(pod, command, dir)?, listen, admin).await
     }

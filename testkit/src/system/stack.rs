@@ -1,7 +1,9 @@
 //! The whole system, assembled the way a user would on a cluster: the local API server, the
 //! CRD and the example resources of `deploy/demo/` applied through it (three local backends
 //! behind Service `shop/web`, and BackendPool `shop/web`), controller replicas, and sidecars in
-//! controller mode. The demo and the end-to-end tests both start from here.
+//! controller mode, each one a Pod of ServiceAccount `shop/client` presenting a projected
+//! token the API server issued (as the injector mounts it), so the controller authenticates
+//! them as on a cluster. The demo and the end-to-end tests both start from here.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,6 +14,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::Value;
 
+use super::identity::{TokenFile, create_pod};
 use super::{Controller, LocalApi, ServiceProxy, Sidecar};
 use crate::{Behavior, TestBackend};
 
@@ -26,6 +29,10 @@ pub const POOL_YAML: &str = include_str!("../../../deploy/demo/backendpool.yaml"
 /// The pool every stack serves.
 pub const NAMESPACE: &str = "shop";
 pub const POOL: &str = "web";
+/// The ServiceAccount the stack's sidecar pods run as.
+pub const SERVICE_ACCOUNT: &str = "client";
+/// How long each sidecar's token lives (refreshed at 80%, as the kubelet does).
+const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// How many of each part to start.
 #[derive(Clone, Debug)]
@@ -64,6 +71,8 @@ pub struct Stack {
     /// The controller's Service: sidecars connect here and reach the ready replica.
     pub service: ServiceProxy,
     pub sidecars: Vec<Sidecar>,
+    /// Each sidecar's projected token, kept fresh while the stack runs.
+    pub tokens: Vec<TokenFile>,
 }
 
 /// The BackendPool kind, without depending on the controller crate.
@@ -133,13 +142,12 @@ impl Stack {
             say(format!("applied {file}: {}", names.join(", ")));
         }
         let mut controllers = Vec::new();
-        // The stack's sidecars do not present ServiceAccount tokens yet.
-        let mut controller_flags = vec!["--insecure-no-auth".to_string()];
-        controller_flags.extend(options.controller_flags.iter().cloned());
         for i in 0..options.controllers.max(1) {
             let identity = format!("rollcall-controller-{i}");
-            controllers
-                .push(Controller::start(&api.kubeconfig, &identity, dir, &controller_flags).await?);
+            controllers.push(
+                Controller::start(&api.kubeconfig, &identity, dir, &options.controller_flags)
+                    .await?,
+            );
         }
         let service =
             ServiceProxy::start(controllers.iter().map(Controller::replica).collect()).await?;
@@ -150,6 +158,7 @@ impl Stack {
             controllers,
             service,
             sidecars: Vec::new(),
+            tokens: Vec::new(),
         };
         let leader = stack.wait_leader(Duration::from_secs(30)).await?;
         say(format!(
@@ -159,10 +168,25 @@ impl Stack {
         let url = stack.service.url();
         for i in 0..options.sidecars {
             let pod = format!("client-{}", (b'a' + i as u8) as char);
-            let sidecar =
-                Sidecar::controlled(&url, &format!("{NAMESPACE}/{POOL}"), &pod, dir).await?;
+            let who = create_pod(&stack.api.client, NAMESPACE, SERVICE_ACCOUNT, &pod).await?;
+            let token = TokenFile::project(
+                &stack.api.client,
+                &who,
+                &dir.join(format!("{pod}.token")),
+                TOKEN_LIFETIME,
+            )
+            .await?;
+            let sidecar = Sidecar::controlled(
+                &url,
+                &format!("{NAMESPACE}/{POOL}"),
+                &pod,
+                Some(&token.path),
+                dir,
+            )
+            .await?;
+            stack.tokens.push(token);
             say(format!(
-                "rollcall-sidecar {pod}: pool {NAMESPACE}/{POOL} on {}, admin http://{}/endpoints",
+                "rollcall-sidecar {pod} (pod {NAMESPACE}/{pod}, ServiceAccount {NAMESPACE}/{SERVICE_ACCOUNT}): pool {NAMESPACE}/{POOL} on {}, admin http://{}/endpoints",
                 sidecar.listen, sidecar.admin
             ));
             stack.sidecars.push(sidecar);
