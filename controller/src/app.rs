@@ -15,10 +15,12 @@ use std::time::Duration;
 use kube::Client;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::leader::{self, LeaseSettings};
 use crate::metrics::Metrics;
 use crate::reconcile::Settings;
+use crate::server::tls::{RELOAD_EVERY, RosterTls, TlsFiles};
 use crate::server::{self, Limits, State};
 use crate::{Error, Result, http, run};
 
@@ -31,6 +33,8 @@ pub struct Options {
     pub settings: Settings,
     pub limits: Limits,
     pub authentication: Authentication,
+    /// TLS on the roster port; `None`: plaintext h2c.
+    pub tls: Option<TlsFiles>,
 }
 
 /// How sidecars prove who they are.
@@ -123,6 +127,17 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
             server::auth::Mode::Insecure
         }
     };
+    // The reloader lives as long as this run (aborted when it returns, however it returns).
+    let (tls, _reloader) = match options.tls.clone() {
+        Some(files) => {
+            let tls = RosterTls::load(files).map_err(Error::Tls)?;
+            let config = Arc::clone(&tls.config);
+            tracing::info!(cert = %tls.files.cert.display(), "roster port speaks TLS");
+            let reloader = AbortOnDropHandle::new(tokio::spawn(tls.keep_fresh(RELOAD_EVERY)));
+            (Some(config), Some(reloader))
+        }
+        None => (None, None),
+    };
     let state = State::new(Metrics::new()?, closing_rx.clone(), auth);
     let ready = Arc::new(AtomicBool::new(false));
     let grpc = TcpListener::bind(options.grpc_listen)
@@ -135,6 +150,7 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
         grpc,
         state.clone(),
         options.limits,
+        tls,
         closed(closing_rx.clone()),
     ));
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -37,6 +37,8 @@ pub enum Error {
     MissingObjectKey(&'static str),
     #[error("cannot listen on {0}: {1}")]
     Listen(std::net::SocketAddr, #[source] std::io::Error),
+    #[error("roster TLS: {0}")]
+    Tls(#[source] server::tls::TlsError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

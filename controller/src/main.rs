@@ -3,6 +3,7 @@
 //! `/readyz` (ready only as a synced leader) and `/livez` are served throughout.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -10,6 +11,7 @@ use clap::{Parser, Subcommand};
 use rollcall_controller::leader::LeaseSettings;
 use rollcall_controller::reconcile::Settings;
 use rollcall_controller::server::Limits;
+use rollcall_controller::server::tls::TlsFiles;
 use rollcall_controller::{app, crd};
 
 #[derive(Parser)]
@@ -24,7 +26,7 @@ enum Command {
     /// Print the BackendPool CustomResourceDefinition as YAML.
     Crd,
     /// Run the controller.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(clap::Args)]
@@ -54,6 +56,14 @@ struct RunArgs {
     /// The audience sidecar tokens must carry (their projected volume's `audience`).
     #[arg(long, env = "ROLLCALL_TOKEN_AUDIENCE", default_value = "rollcall")]
     token_audience: String,
+    /// Serve the roster port over TLS with this certificate (PEM, then any chain), e.g. a
+    /// mounted `kubernetes.io/tls` Secret's `tls.crt`; re-read every 10 s, so a renewal is
+    /// served without a restart. Without it the port is plaintext h2c.
+    #[arg(long, value_name = "PATH", requires = "tls_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The certificate's private key (PEM), e.g. the Secret's `tls.key`.
+    #[arg(long, value_name = "PATH", requires = "tls_cert_file")]
+    tls_key_file: Option<PathBuf>,
     /// Do not authenticate sidecars (trust the identity they claim): local development only.
     #[arg(long, env = "ROLLCALL_INSECURE_NO_AUTH")]
     insecure_no_auth: bool,
@@ -70,7 +80,7 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", crd::yaml()?);
             Ok(())
         }
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
     }
 }
 
@@ -114,6 +124,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             ..Settings::default()
         },
         limits: Limits::default(),
+        tls: args
+            .tls_cert_file
+            .zip(args.tls_key_file)
+            .map(|(cert, key)| TlsFiles { cert, key }),
         authentication: if args.insecure_no_auth {
             app::Authentication::Insecure
         } else {

@@ -1,8 +1,9 @@
 //! The gRPC roster server: `Watch` streams rosters from the `RosterHub` (snapshot first, then
 //! changes, latest wins), `Report` feeds sidecar health into the `ReportStore`. Every call
 //! passes the `identity` interceptor first, then has its token verified (`auth`) and its pools
-//! authorised (`authz`); one Watch and one Report per pod (`sessions`); message sizes and the number of pools per watch are bounded, so one bad client cannot exhaust the
-//! server.
+//! authorised (`authz`); one Watch and one Report per pod (`sessions`); message sizes and the
+//! number of pools per watch are bounded, so one bad client cannot exhaust the server. The port
+//! speaks TLS with a renewable certificate when given one (`tls`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub mod authz;
 pub mod identity;
 mod service;
 pub mod sessions;
+pub mod tls;
 
 pub use identity::{Caller, identify};
 pub use service::RosterService;
@@ -95,21 +97,33 @@ impl State {
     }
 }
 
-/// Serve the roster API on `listener` until `shutdown` resolves.
+/// Serve the roster API on `listener` until `shutdown` resolves: over TLS with `tls`
+/// (handshakes through `tls::incoming`), else plaintext h2c.
 pub async fn serve(
     listener: TcpListener,
     state: State,
     limits: Limits,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
     let svc = RosterServer::new(RosterService::new(state, limits))
         .max_decoding_message_size(limits.max_decoding_message_size)
         .max_encoding_message_size(limits.max_encoding_message_size);
-    tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-        .add_service(InterceptedService::new(svc, identify))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
-        .await
-        .map_err(Error::Transport)
+        .add_service(InterceptedService::new(svc, identify));
+    match tls {
+        Some(config) => {
+            router
+                .serve_with_incoming_shutdown(tls::incoming(listener, config), shutdown)
+                .await
+        }
+        None => {
+            router
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+                .await
+        }
+    }
+    .map_err(Error::Transport)
 }

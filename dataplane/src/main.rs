@@ -46,6 +46,10 @@ struct Args {
     /// picked up. Unset: no token (only a controller run with `--insecure-no-auth` accepts that).
     #[arg(long, env = "ROLLCALL_TOKEN_FILE", value_name = "PATH")]
     token_file: Option<PathBuf>,
+    /// The CA (PEM) that signed the controller's roster certificate, for an `https://`
+    /// `--controller`; only it is trusted. Read at start (a new CA needs a restart).
+    #[arg(long, env = "ROLLCALL_CONTROLLER_CA", value_name = "PATH")]
+    controller_ca: Option<PathBuf>,
     /// An empty health report after this long without one, so the controller knows we live.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     report_heartbeat: Duration,
@@ -132,6 +136,7 @@ async fn main() -> anyhow::Result<()> {
             let mut roster = RosterOptions::new(controller, args.pools, identity);
             roster.heartbeat = args.report_heartbeat;
             roster.token_file = args.token_file;
+            roster.controller_ca = args.controller_ca;
             sidecar::start_controlled_with(
                 ControlledOptions {
                     admin_listen: args.admin_listen,

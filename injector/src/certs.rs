@@ -1,7 +1,8 @@
 //! The webhook's TLS without cert-manager: a private CA and a serving certificate for the
 //! injector's Service, kept in one Secret that every replica serves from. `plan` decides
 //! (pure), `issue` makes certificates, `store` talks to the API server (the Secret, and the
-//! webhook's `caBundle`), `resolver` hands the current certificate to rustls.
+//! webhook's `caBundle`); `rollcall_api::tls::CertResolver` hands the current certificate to
+//! rustls.
 //!
 //! Renewal: each is renewed once a third of its lifetime is left. A new CA is written to the
 //! `caBundle` (with the previous one while it is valid) before any certificate it signed is
@@ -9,10 +10,9 @@
 
 pub mod issue;
 pub mod plan;
-pub mod resolver;
 pub mod store;
 
-pub use resolver::CertResolver;
+pub use rollcall_api::tls::CertResolver;
 
 /// The Secret's keys.
 pub const CA_CERT: &str = "ca.crt";

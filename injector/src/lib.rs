@@ -32,6 +32,8 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("certificate: {0}")]
     Certificate(String),
+    #[error("certificate: {0}")]
+    Cert(#[from] rollcall_api::tls::CertError),
     #[error("TLS: {0}")]
     Tls(#[from] rustls::Error),
     #[error("metrics: {0}")]

@@ -151,7 +151,7 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(listen = %args.listen, admin = %args.admin_listen, "serving the injection webhook");
     let server = tokio::spawn(server::serve(
         webhook_listener,
-        resolver.server_config()?,
+        resolver.server_config(&[b"h2", b"http/1.1"])?,
         webhook,
         Duration::from_secs(5),
         stopped(stop_rx),

@@ -50,7 +50,8 @@ VARIANTS = {
     "cert-manager": {"injector": {"certificates": {"mode": "cert-manager"}}},
     "no-injector": {"injector": {"enabled": False}, "controller": {"podDisruptionBudget": {"enabled": False}}},
     "roster-tls": {"sidecar": {"controllerCA": {"configMap": "rollcall-controller-ca"}},
-                   "controller": {"image": {"digest": "sha256:" + "a" * 64}}},
+                   "controller": {"image": {"digest": "sha256:" + "a" * 64},
+                                  "tls": {"secretName": "rollcall-controller-tls"}}},
 }
 
 # Kinds kubernetes-validate has no schema for (custom resources of other projects).

@@ -178,6 +178,21 @@ class Schema(unittest.TestCase):
         self.refused({"monitoring": {"prometheusRule": {"enabled": True, "ejectedShareThreshold": 3}}},
                      "ejectedShareThreshold")
 
+    def test_roster_tls_needs_both_the_certificate_and_the_ca(self):
+        self.refused({"controller": {"tls": {"secretName": "roster-tls"}}},
+                     "controller.tls.secretName", "sidecar.controllerCA.configMap")
+        self.refused({"sidecar": {"controllerCA": {"configMap": "roster-ca"}}},
+                     "controller.tls.secretName")
+        docs = kit.documents(kit.VARIANTS["roster-tls"])
+        deployment = next(d for d in docs if d["kind"] == "Deployment"
+                          and d["metadata"]["name"] == "rollcall-controller")
+        pod = deployment["spec"]["template"]["spec"]
+        args = pod["containers"][0]["args"]
+        mount = pod["containers"][0]["volumeMounts"][0]["mountPath"]
+        self.assertIn(f"--tls-cert-file={mount}/tls.crt", args)
+        self.assertIn(f"--tls-key-file={mount}/tls.key", args)
+        self.assertEqual(pod["volumes"], [{"name": "roster-tls", "secret": {"secretName": "rollcall-controller-tls"}}])
+
     def test_the_default_values_pass_the_schema(self):
         with open(os.path.join(kit.CHART, "values.yaml")) as f:
             values = yaml.safe_load(f)

@@ -41,6 +41,7 @@ impl Controller {
             listener,
             state.clone(),
             Limits::default(),
+            None,
             async {
                 stopped.await.ok();
             },

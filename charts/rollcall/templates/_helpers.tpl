@@ -43,6 +43,17 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- end }}
 
+{{/* Roster TLS needs both halves: a controller serving a certificate and sidecars trusting
+its CA (checked where the controller is rendered). */}}
+{{- define "rollcall.checkRosterTLS" -}}
+{{- if and .Values.controller.tls.secretName (empty .Values.sidecar.controllerCA.configMap) -}}
+{{- fail "controller.tls.secretName is set but sidecar.controllerCA.configMap is empty: sidecars need the CA that signed the roster certificate" -}}
+{{- end -}}
+{{- if and (not (empty .Values.sidecar.controllerCA.configMap)) (empty .Values.controller.tls.secretName) (empty .Values.sidecar.controllerURL) -}}
+{{- fail "sidecar.controllerCA.configMap is set but controller.tls.secretName is empty: the controller serves plain h2c without a certificate" -}}
+{{- end -}}
+{{- end }}
+
 {{/* The controller's in-cluster roster address, as sidecars dial it. */}}
 {{- define "rollcall.controllerURL" -}}
 {{- if .Values.sidecar.controllerURL -}}

@@ -30,9 +30,15 @@ pub async fn start(limits: Limits) -> Server {
     let addr = listener.local_addr().unwrap();
     let state = State::open(Metrics::new().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(server::serve(listener, state.clone(), limits, async {
-        stopped.await.ok();
-    }));
+    tokio::spawn(server::serve(
+        listener,
+        state.clone(),
+        limits,
+        None,
+        async {
+            stopped.await.ok();
+        },
+    ));
     state.hub.mark_synced(1, []);
     Server {
         addr,

@@ -20,7 +20,7 @@ use rollcall_api::roster::{PoolRef, SidecarId};
 use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::config::SidecarConfig;
 use crate::runtime::Runtime;
@@ -68,6 +68,8 @@ pub struct RosterOptions {
     /// The projected ServiceAccount token presented on every call (`None`: none, for a
     /// controller run with `--insecure-no-auth`).
     pub token_file: Option<PathBuf>,
+    /// The CA that signed the controller's roster certificate (PEM); needed for `https://`.
+    pub controller_ca: Option<PathBuf>,
 }
 
 /// Why the controller options were refused.
@@ -79,10 +81,26 @@ pub enum OptionsError {
         #[source]
         source: tonic::transport::Error,
     },
-    #[error(
-        "--controller {0:?}: only http:// is supported until sidecar authentication (TLS) arrives"
-    )]
+    #[error("--controller {0:?}: write http://HOST:PORT (h2c) or https://HOST:PORT (TLS)")]
     Scheme(String),
+    #[error(
+        "--controller {0:?} is https://: give the CA that signed its certificate with --controller-ca"
+    )]
+    NoCa(String),
+    #[error("--controller-ca is given but --controller {0:?} is not https://")]
+    CaWithoutTls(String),
+    #[error("cannot read --controller-ca {path}: {source}")]
+    ReadCa {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--controller-ca {path}: {source}")]
+    Tls {
+        path: PathBuf,
+        #[source]
+        source: tonic::transport::Error,
+    },
     #[error("--controller needs at least one --pool NAMESPACE/NAME=LISTEN")]
     NoPools,
     #[error("--pool {0} is given twice")]
@@ -129,6 +147,7 @@ impl RosterOptions {
             backoff: Backoff::default(),
             connect_timeout: Duration::from_secs(2),
             token_file: None,
+            controller_ca: None,
         }
     }
 
@@ -151,14 +170,37 @@ impl RosterOptions {
                 });
             }
         }
-        if !self.controller.starts_with("http://") {
+        let tls = self.controller.starts_with("https://");
+        if !tls && !self.controller.starts_with("http://") {
             return Err(OptionsError::Scheme(self.controller.clone()));
         }
-        let endpoint = Endpoint::from_shared(self.controller.clone())
-            .map_err(|source| OptionsError::Controller {
+        let mut endpoint = Endpoint::from_shared(self.controller.clone()).map_err(|source| {
+            OptionsError::Controller {
                 url: self.controller.clone(),
                 source,
-            })?
+            }
+        })?;
+        match (&self.controller_ca, tls) {
+            (None, true) => return Err(OptionsError::NoCa(self.controller.clone())),
+            (Some(_), false) => return Err(OptionsError::CaWithoutTls(self.controller.clone())),
+            (None, false) => {}
+            (Some(path), true) => {
+                let pem = std::fs::read(path).map_err(|source| OptionsError::ReadCa {
+                    path: path.clone(),
+                    source,
+                })?;
+                // Only this CA is trusted: the roster certificate is the cluster's own, not
+                // a public one.
+                let config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem));
+                endpoint = endpoint
+                    .tls_config(config)
+                    .map_err(|source| OptionsError::Tls {
+                        path: path.clone(),
+                        source,
+                    })?;
+            }
+        }
+        let endpoint = endpoint
             .connect_timeout(self.connect_timeout)
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(5))
@@ -218,8 +260,14 @@ mod tests {
         let opts = |pools| RosterOptions::new("http://127.0.0.1:1", pools, id.clone());
         assert!(matches!(opts(vec![]).channel(), Err(OptionsError::NoPools)));
         let mut tls = opts(vec![b("a/b=127.0.0.1:1")]);
-        tls.controller = "https://controller:9090".into();
+        tls.controller = "grpc://controller:9090".into();
         assert!(matches!(tls.channel(), Err(OptionsError::Scheme(_))));
+        tls.controller = "https://controller:9090".into();
+        assert!(matches!(tls.channel(), Err(OptionsError::NoCa(_))));
+        tls.controller_ca = Some("/nonexistent/ca.crt".into());
+        assert!(matches!(tls.channel(), Err(OptionsError::ReadCa { .. })));
+        tls.controller = "http://controller:9090".into();
+        assert!(matches!(tls.channel(), Err(OptionsError::CaWithoutTls(_))));
         let dup = opts(vec![b("a/b=127.0.0.1:1"), b("a/b=127.0.0.1:2")]);
         assert!(matches!(dup.channel(), Err(OptionsError::DuplicatePool(_))));
         let dup = opts(vec![b("a/b=127.0.0.1:1"), b("a/c=127.0.0.1:1")]);

@@ -84,6 +84,18 @@ impl Sidecar {
         token_file: Option<&Path>,
         dir: &Path,
     ) -> anyhow::Result<Self> {
+        Self::controlled_with(controller, pool, pod, token_file, &[], dir).await
+    }
+
+    /// `controlled`, with more command-line arguments (e.g. `--controller-ca`).
+    pub async fn controlled_with(
+        controller: &str,
+        pool: &str,
+        pod: &str,
+        token_file: Option<&Path>,
+        args: &[String],
+        dir: &Path,
+    ) -> anyhow::Result<Self> {
         let (listen, admin) = (free_port()?, free_port()?);
         let namespace = pool.split('/').next().unwrap_or("default");
         let mut command = Command::new(binary("rollcall-sidecar")?);
@@ -97,6 +109,7 @@ impl Sidecar {
         if let Some(token_file) = token_file {
             command.arg("--token-file").arg(token_file);
         }
+        command.args(args);
         log_env(&mut command);
         Self::ready(Process::spawn(pod, command, dir)?, listen, admin).await
     }

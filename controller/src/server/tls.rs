@@ -1,0 +1,203 @@
+//! TLS on the roster port. The certificate and key come from files (a mounted
+//! `kubernetes.io/tls` Secret, e.g. cert-manager's), checked again every `RELOAD_EVERY`: a
+//! renewed pair is served from the next handshake on, a pair that does not load is logged and
+//! the last good one keeps serving. Handshakes run concurrently, each bounded by
+//! `HANDSHAKE_TIMEOUT`, so a client that connects and says nothing holds only its own task;
+//! finished connections are handed to tonic as its incoming stream.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rollcall_api::tls::CertResolver;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// How often the certificate files are checked for a renewal.
+pub const RELOAD_EVERY: Duration = Duration::from_secs(10);
+/// How long a client gets to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the serving certificate and its key are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Why TLS could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{cert} with {key}: {source}")]
+    Load {
+        cert: PathBuf,
+        key: PathBuf,
+        #[source]
+        source: rollcall_api::tls::CertError,
+    },
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// The roster port's TLS: what it serves, and the configuration for new handshakes.
+#[derive(Clone, Debug)]
+pub struct RosterTls {
+    pub files: TlsFiles,
+    pub resolver: Arc<CertResolver>,
+    pub config: Arc<rustls::ServerConfig>,
+}
+
+// === impl RosterTls ===
+
+impl RosterTls {
+    /// Load the pair once; the process does not start with a pair it cannot serve.
+    pub fn load(files: TlsFiles) -> Result<Self, TlsError> {
+        let resolver = Arc::new(CertResolver::default());
+        reload(&resolver, &files)?;
+        let config = resolver.server_config(&[b"h2"])?;
+        Ok(Self {
+            files,
+            resolver,
+            config,
+        })
+    }
+
+    /// Check the files every `every` until dropped; log what changed or what failed.
+    pub async fn keep_fresh(self, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        tick.tick().await;
+        let mut failing = false;
+        loop {
+            tick.tick().await;
+            match reload(&self.resolver, &self.files) {
+                Ok(true) => {
+                    failing = false;
+                    tracing::info!(cert = %self.files.cert.display(), "roster TLS certificate renewed");
+                }
+                Ok(false) => failing = false,
+                Err(error) if !failing => {
+                    failing = true;
+                    tracing::warn!(%error, "roster TLS certificate not reloaded; serving the previous one");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Read both files and load them if they changed; `Ok(true)` when a new pair is served.
+fn reload(resolver: &CertResolver, files: &TlsFiles) -> Result<bool, TlsError> {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).map_err(|source| TlsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let (cert, key) = (read(&files.cert)?, read(&files.key)?);
+    resolver.load(&cert, &key).map_err(|source| TlsError::Load {
+        cert: files.cert.clone(),
+        key: files.key.clone(),
+        source,
+    })
+}
+
+/// Accept on `listener`, handshake each connection on its own task, and yield the finished
+/// ones. Ends when the stream is dropped.
+pub fn incoming(
+    listener: TcpListener,
+    config: Arc<rustls::ServerConfig>,
+) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+    let (tx, rx) = mpsc::channel(64);
+    let acceptor = TlsAcceptor::from(config);
+    tokio::spawn(async move {
+        loop {
+            let (tcp, peer) = tokio::select! {
+                () = tx.closed() => return,
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Out of descriptors and the like: pause rather than spin.
+                        tracing::warn!(%error, "roster port accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = tx.send(Ok(tls)).await;
+                    }
+                    Ok(Err(error)) => {
+                        tracing::debug!(%peer, %error, "roster TLS handshake failed");
+                    }
+                    Err(_) => tracing::debug!(%peer, "roster TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_pair(dir: &Path, name: &str) -> TlsFiles {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let files = TlsFiles {
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+        };
+        std::fs::write(&files.cert, cert.pem()).unwrap();
+        std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        files
+    }
+
+    #[test]
+    fn starts_only_with_a_pair_it_can_serve_naming_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = TlsFiles {
+            cert: dir.path().join("none.crt"),
+            key: dir.path().join("none.key"),
+        };
+        let error = RosterTls::load(missing).unwrap_err().to_string();
+        assert!(error.contains("none.crt"), "{error}");
+        let files = write_pair(dir.path(), "rollcall-controller.rollcall-system.svc");
+        std::fs::write(&files.key, "garbage").unwrap();
+        let error = RosterTls::load(files.clone()).unwrap_err().to_string();
+        assert!(
+            error.contains("tls.key") && error.contains("not PEM"),
+            "{error}"
+        );
+        let files = write_pair(dir.path(), "rollcall-controller.rollcall-system.svc");
+        assert!(RosterTls::load(files).unwrap().resolver.is_loaded());
+    }
+
+    #[test]
+    fn a_renewed_pair_is_loaded_and_a_broken_one_keeps_the_last_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_pair(dir.path(), "a.example");
+        let tls = RosterTls::load(files.clone()).unwrap();
+        assert!(!reload(&tls.resolver, &files).unwrap(), "unchanged");
+        write_pair(dir.path(), "b.example");
+        assert!(reload(&tls.resolver, &files).unwrap(), "renewed");
+        std::fs::write(&files.cert, "half-written").unwrap();
+        assert!(reload(&tls.resolver, &files).is_err());
+        assert!(tls.resolver.is_loaded());
+    }
+}
