@@ -46,7 +46,7 @@ const fn own(
 
 /// rollcall-controller: reflectors over pools, slices and Services; status by server-side
 /// apply; Events (Recorder); TokenReviews and SubjectAccessReviews for sidecar authentication
-/// and cross-namespace authorization; its Lease.
+/// and cross-namespace authorization; its Lease; the leader label on its own Pod.
 pub const CONTROLLER: &[Permission] = &[
     cluster("list", "rollcall.dev", "backendpools"),
     cluster("watch", "rollcall.dev", "backendpools"),
@@ -75,6 +75,7 @@ pub const CONTROLLER: &[Permission] = &[
         "leases",
         "rollcall-controller",
     ),
+    own("patch", "", "pods", ""),
 ];
 
 /// rollcall-injector with its own certificates: its Secret, its webhook's caBundle.

@@ -5,7 +5,9 @@
 //! arrives. Then, in that order: not ready, every stream ended with UNAVAILABLE (sidecars
 //! reconnect to the next leader and keep routing meanwhile), the Lease released so a standby
 //! takes over at once, and exit — cleanly after a shutdown, with an error after losing the
-//! lead, so the pod restarts as a standby rather than carrying state over.
+//! lead, so the pod restarts as a standby rather than carrying state over. With `label_pod`
+//! the leader labels its Pod while it leads (`pod_role`), and every running replica answers
+//! `/readyz/replica`, so a Service can select the leader by label while standbys are Ready.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,8 +19,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::http::Readiness;
 use crate::leader::{self, LeaseSettings};
 use crate::metrics::Metrics;
+use crate::pod_role::PodRole;
 use crate::reconcile::Settings;
 use crate::server::tls::{RELOAD_EVERY, RosterTls, TlsFiles};
 use crate::server::{self, Limits, State};
@@ -35,6 +39,9 @@ pub struct Options {
     pub authentication: Authentication,
     /// TLS on the roster port; `None`: plaintext h2c.
     pub tls: Option<TlsFiles>,
+    /// Label this replica's Pod (`lease.namespace`/`lease.identity`) while it leads
+    /// (`pod_role`), for a Service that selects the leader by label.
+    pub label_pod: bool,
 }
 
 /// How sidecars prove who they are.
@@ -139,7 +146,8 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
         None => (None, None),
     };
     let state = State::new(Metrics::new()?, closing_rx.clone(), auth);
-    let ready = Arc::new(AtomicBool::new(false));
+    let readiness = Arc::new(Readiness::default());
+    let ready = Arc::clone(&readiness.serving);
     let grpc = TcpListener::bind(options.grpc_listen)
         .await
         .map_err(|e| Error::Listen(options.grpc_listen, e))?;
@@ -157,7 +165,7 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
     let ops_task = tokio::spawn(http::serve(
         ops,
         state.metrics.clone(),
-        ready.clone(),
+        Arc::clone(&readiness),
         async {
             let _ = ops_stopped.await;
         },
@@ -169,7 +177,15 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
         shutdown_signal().await;
         let _ = signal_tx.send(true);
     });
+    let role = options
+        .label_pod
+        .then(|| PodRole::new(client.clone(), &lease.namespace, &lease.identity));
+    if let Some(role) = &role {
+        // A container restarted after a crash may still carry the label of its last lead.
+        role.mark(false).await;
+    }
     let mut leadership = leader::elect(client.clone(), &lease).await?;
+    readiness.replica.store(true, Ordering::Release);
     tracing::info!(identity = %lease.identity, "standing by for the leader lease");
     let mut standby_signal = signalled.clone();
     let outcome = loop {
@@ -189,6 +205,9 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
                     break Outcome::LostLead("leader election stopped".into());
                 }
                 tracing::info!("leading: reconciling and serving rosters");
+                if let Some(role) = &role {
+                    role.mark(true).await;
+                }
                 let why = lead(client.clone(), &lease, &leadership, signalled.clone(), state.clone(), options.settings, ready.clone()).await;
                 break why;
             }
@@ -199,6 +218,10 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
         Outcome::LostLead(why) => tracing::warn!(reason = %why, "giving up the lead"),
     }
     ready.store(false, Ordering::Release);
+    readiness.replica.store(false, Ordering::Release);
+    if let Some(role) = &role {
+        role.mark(false).await;
+    }
     let _ = closing_tx.send(true);
     if tokio::time::timeout(Duration::from_secs(5), grpc_task)
         .await

@@ -1,6 +1,8 @@
-//! The operations endpoint: `/metrics` (Prometheus text), `/livez` (the process answers) and
-//! `/readyz` (caches synced, so the roster it serves is real; a standby or a starting replica
-//! is not ready, and the Service sends sidecars elsewhere).
+//! The operations endpoint: `/metrics` (Prometheus text), `/livez` (the process answers),
+//! `/readyz` (leading with caches synced, so the roster it serves is real; a standby or a
+//! starting replica is not), and `/readyz/replica` (this replica runs and can take over: the
+//! kubelet's readiness probe in the chart, where the Service selects the leader by its Pod
+//! label, `pod_role`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -24,9 +26,25 @@ fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     res
 }
 
-fn route(path: &str, metrics: &Metrics, ready: &AtomicBool) -> Response<Full<Bytes>> {
+/// Whether this replica serves (`serving`: leading and synced) and whether it runs at all
+/// (`replica`: competing for the Lease or leading, not shutting down).
+#[derive(Debug, Default)]
+pub struct Readiness {
+    pub serving: Arc<AtomicBool>,
+    pub replica: Arc<AtomicBool>,
+}
+
+fn route(path: &str, metrics: &Metrics, readiness: &Readiness) -> Response<Full<Bytes>> {
+    let ready = &readiness.serving;
     match path {
         "/livez" => respond(StatusCode::OK, "ok\n".into()),
+        "/readyz/replica" if readiness.replica.load(Ordering::Acquire) => {
+            respond(StatusCode::OK, "ok\n".into())
+        }
+        "/readyz/replica" => respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not competing for the lead (starting or shutting down)\n".into(),
+        ),
         "/readyz" if ready.load(Ordering::Acquire) => respond(StatusCode::OK, "ok\n".into()),
         "/readyz" => respond(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -44,7 +62,7 @@ fn route(path: &str, metrics: &Metrics, ready: &AtomicBool) -> Response<Full<Byt
 pub async fn serve(
     listener: TcpListener,
     metrics: Metrics,
-    ready: Arc<AtomicBool>,
+    readiness: Arc<Readiness>,
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
@@ -59,10 +77,10 @@ pub async fn serve(
                 }
             },
         };
-        let (metrics, ready) = (metrics.clone(), ready.clone());
+        let (metrics, readiness) = (metrics.clone(), readiness.clone());
         tokio::spawn(async move {
             let svc = service_fn(move |req: Request<Incoming>| {
-                let res = route(req.uri().path(), &metrics, &ready);
+                let res = route(req.uri().path(), &metrics, &readiness);
                 async move { Ok::<_, Infallible>(res) }
             });
             let _ = auto::Builder::new(TokioExecutor::new())
@@ -77,14 +95,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn readyz_follows_the_sync_flag() {
+    fn readyz_follows_the_sync_flag_and_the_replica_probe_its_own() {
         let m = Metrics::new().unwrap();
-        let ready = AtomicBool::new(false);
+        let ready = Readiness::default();
+        for path in ["/readyz", "/readyz/replica"] {
+            assert_eq!(
+                route(path, &m, &ready).status(),
+                StatusCode::SERVICE_UNAVAILABLE
+            );
+        }
+        ready.replica.store(true, Ordering::Release);
+        assert_eq!(
+            route("/readyz/replica", &m, &ready).status(),
+            StatusCode::OK
+        );
         assert_eq!(
             route("/readyz", &m, &ready).status(),
-            StatusCode::SERVICE_UNAVAILABLE
+            StatusCode::SERVICE_UNAVAILABLE,
+            "a standby does not serve"
         );
-        ready.store(true, Ordering::Release);
+        ready.serving.store(true, Ordering::Release);
         assert_eq!(route("/readyz", &m, &ready).status(), StatusCode::OK);
         assert_eq!(route("/livez", &m, &ready).status(), StatusCode::OK);
         assert_eq!(route("/metrics", &m, &ready).status(), StatusCode::OK);

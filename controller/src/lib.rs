@@ -12,6 +12,7 @@ mod fixtures;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod pod_role;
 pub mod reconcile;
 pub mod roster;
 pub mod run;

@@ -64,6 +64,11 @@ struct RunArgs {
     /// The certificate's private key (PEM), e.g. the Secret's `tls.key`.
     #[arg(long, value_name = "PATH", requires = "tls_cert_file")]
     tls_key_file: Option<PathBuf>,
+    /// Label this Pod (`POD_NAME` in `--lease-namespace`) `rollcall.dev/role=leader` while it
+    /// leads, for a Service that selects the leader by label (the chart's); needs `patch` on
+    /// pods in that namespace.
+    #[arg(long)]
+    label_leader_pod: bool,
     /// Do not authenticate sidecars (trust the identity they claim): local development only.
     #[arg(long, env = "ROLLCALL_INSECURE_NO_AUTH")]
     insecure_no_auth: bool,
@@ -128,6 +133,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .tls_cert_file
             .zip(args.tls_key_file)
             .map(|(cert, key)| TlsFiles { cert, key }),
+        label_pod: args.label_leader_pod,
         authentication: if args.insecure_no_auth {
             app::Authentication::Insecure
         } else {

@@ -63,7 +63,14 @@ class Render(unittest.TestCase):
         self.assertEqual(security["capabilities"]["drop"], ["ALL"])
         self.assertTrue(security["readOnlyRootFilesystem"])
         self.assertFalse(security["allowPrivilegeEscalation"])
-        self.assertEqual(container["readinessProbe"]["httpGet"]["path"], "/readyz")
+        # Every running replica is Ready; the Service finds the leader by its Pod label, so
+        # updates can roll one replica at a time.
+        self.assertEqual(container["readinessProbe"]["httpGet"]["path"], "/readyz/replica")
+        self.assertIn("--label-leader-pod", container["args"])
+        self.assertEqual(spec["strategy"]["type"], "RollingUpdate")
+        self.assertEqual(spec["strategy"]["rollingUpdate"], {"maxSurge": 0, "maxUnavailable": 1})
+        service = kit.find(kit.documents(), "Service", "rollcall-controller")
+        self.assertEqual(service["spec"]["selector"]["rollcall.dev/role"], "leader")
         self.assertEqual(container["livenessProbe"]["httpGet"]["path"], "/livez")
         args = container["args"]
         for flag in ["--lease-duration=15s", "--lease-grace=5s", "--lease-namespace=rollcall-system",

@@ -87,16 +87,27 @@ def setUpModule():
                    "spec": {"service": {"name": "web", "port": "http"}, "healthCheck": {"type": "None"},
                             "outlierDetection": {"consecutiveGatewayErrors": 3}}})
 
+    # The controller's own Pod, which it labels while it leads (--label-leader-pod).
+    cluster.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rollcall-controller-0", "namespace": kit.NAMESPACE},
+                   "spec": {"serviceAccountName": "rollcall-controller", "containers": [{"name": "controller", "image": "controller"}]}})
     grpc, metrics = kit.free_port(), kit.free_port()
     SYSTEM["grpc"] = grpc
     SYSTEM["controller_metrics"] = f"http://127.0.0.1:{metrics}"
     SYSTEM["controller"] = procs.start("controller", [
         kit.binary("rollcall-controller"), "run", f"--grpc-listen=127.0.0.1:{grpc}",
         f"--metrics-listen=127.0.0.1:{metrics}", "--identity=rollcall-controller-0",
-        f"--lease-namespace={kit.NAMESPACE}", "--lease-duration=4s", "--lease-grace=2s", "--restart-grace=1s"],
+        f"--lease-namespace={kit.NAMESPACE}", "--lease-duration=4s", "--lease-grace=2s", "--restart-grace=1s",
+        "--label-leader-pod"],
         {"KUBECONFIG": controller_kubeconfig, "POD_NAME": "rollcall-controller-0", "RUST_LOG": "info"})
     kit.wait_for("the controller leads", lambda: kit.http_get(f"{SYSTEM['controller_metrics']}/readyz")[0] == 200,
                  timeout=60, process=SYSTEM["controller"])
+
+    def pod_role():
+        pod = cluster.get(f"/api/v1/namespaces/{kit.NAMESPACE}/pods/rollcall-controller-0")
+        return pod["metadata"].get("labels", {}).get("rollcall.dev/role")
+    kit.wait_for("the leader labels its Pod", lambda: pod_role() == "leader", timeout=30)
+    SYSTEM["leader_pod_role"] = pod_role()
+    SYSTEM["replica_ready"] = kit.http_get(f"{SYSTEM['controller_metrics']}/readyz/replica")[0]
 
     # The sidecar runs as Pod shop/client-0 and presents a token bound to it (audience
     # rollcall), as the injected projected volume gives it; the controller reviews it.
@@ -163,7 +174,8 @@ def tearDownModule():
         SYSTEM["backend"].shutdown()
     if "cluster" in SYSTEM:
         SYSTEM["cluster"].stop()
-        shutil.rmtree(SYSTEM["cluster"].dir, True)
+        if not os.environ.get("ROLLCALL_KEEP_LOGS"):
+            shutil.rmtree(SYSTEM["cluster"].dir, True)
 
 
 def rule_allows(rule, entry):
@@ -210,6 +222,13 @@ class Rbac(unittest.TestCase):
 
     def test_clients_got_no_failure_through_the_ejection(self):
         self.assertEqual(SYSTEM["client_failures"], [])
+
+    def test_the_leader_labels_its_pod_and_the_service_selects_that_label(self):
+        # Seen while the controller led (a later test stops it, and it removes the label).
+        self.assertEqual(SYSTEM["leader_pod_role"], "leader")
+        self.assertEqual(SYSTEM["replica_ready"], 200)
+        service = SYSTEM["cluster"].get(f"/api/v1/namespaces/{kit.NAMESPACE}/services/rollcall-controller")
+        self.assertEqual(service["spec"]["selector"].get("rollcall.dev/role"), "leader")
 
 
 class Metrics(unittest.TestCase):
