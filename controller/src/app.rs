@@ -21,6 +21,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::http::Readiness;
 use crate::leader::{self, LeaseSettings};
+use crate::lease_runtime::LeaseRuntime;
 use crate::metrics::Metrics;
 use crate::pod_role::PodRole;
 use crate::reconcile::Settings;
@@ -39,6 +40,9 @@ pub struct Options {
     pub authentication: Authentication,
     /// TLS on the roster port; `None`: plaintext h2c.
     pub tls: Option<TlsFiles>,
+    /// Run leader election on its own thread and client (`lease_runtime`); `None`: on the
+    /// caller's runtime and `client`.
+    pub lease_runtime: Option<Arc<LeaseRuntime>>,
     /// Label this replica's Pod (`lease.namespace`/`lease.identity`) while it leads
     /// (`pod_role`), for a Service that selects the leader by label.
     pub label_pod: bool,
@@ -87,9 +91,48 @@ async fn closed(mut closing: watch::Receiver<bool>) {
     }
 }
 
+/// Compete for the Lease, on the election's own runtime when there is one.
+async fn elect(
+    runtime: Option<&Arc<LeaseRuntime>>,
+    client: &Client,
+    lease: &LeaseSettings,
+) -> Result<leader::Leadership> {
+    match runtime {
+        Some(runtime) => {
+            let (client, lease) = (runtime.client(), lease.clone());
+            runtime
+                .run(async move { leader::elect(client, &lease).await })
+                .await?
+        }
+        None => leader::elect(client.clone(), lease).await,
+    }
+}
+
+/// Watch that this replica still holds a valid Lease (`leader::confirm`), on the election's
+/// own runtime when there is one.
+async fn confirm(
+    runtime: Option<Arc<LeaseRuntime>>,
+    client: Client,
+    lease: LeaseSettings,
+    margin: Duration,
+) -> String {
+    match runtime {
+        Some(runtime) => {
+            let client = runtime.client();
+            runtime
+                .run(async move { leader::confirm(client, &lease, margin).await })
+                .await
+                .unwrap_or_else(|e| e.to_string())
+        }
+        None => leader::confirm(client, &lease, margin).await,
+    }
+}
+
 /// Reconcile and serve until the lead ends, or a shutdown signal comes; why it ended.
+#[allow(clippy::too_many_arguments)]
 async fn lead(
     client: Client,
+    runtime: Option<Arc<LeaseRuntime>>,
     lease: &LeaseSettings,
     leadership: &leader::Leadership,
     mut signalled: watch::Receiver<bool>,
@@ -104,7 +147,7 @@ async fn lead(
         let margin = Duration::from_secs(1);
         let outcome = tokio::select! {
             _ = is_leader.wait_for(|leads| !*leads) => Outcome::LostLead("lost the leader lease".into()),
-            why = leader::confirm(watch_client, &watch_lease, margin) => Outcome::LostLead(why),
+            why = confirm(runtime, watch_client, watch_lease, margin) => Outcome::LostLead(why),
             _ = signalled.wait_for(|s| *s) => Outcome::Stopped,
         };
         let _ = ended_tx.send(Some(outcome));
@@ -184,7 +227,8 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
         // A container restarted after a crash may still carry the label of its last lead.
         role.mark(false).await;
     }
-    let mut leadership = leader::elect(client.clone(), &lease).await?;
+    let runtime = options.lease_runtime.as_ref();
+    let mut leadership = elect(runtime, &client, &lease).await?;
     readiness.replica.store(true, Ordering::Release);
     tracing::info!(identity = %lease.identity, "standing by for the leader lease");
     let mut standby_signal = signalled.clone();
@@ -196,7 +240,7 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
                 tracing::debug!("the leader lease is free; competing for it");
                 let previous = std::mem::replace(
                     &mut leadership,
-                    leader::elect(client.clone(), &lease).await?,
+                    elect(runtime, &client, &lease).await?,
                 );
                 previous.release(Duration::from_secs(2)).await;
             }
@@ -208,7 +252,7 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
                 if let Some(role) = &role {
                     role.mark(true).await;
                 }
-                let why = lead(client.clone(), &lease, &leadership, signalled.clone(), state.clone(), options.settings, ready.clone()).await;
+                let why = lead(client.clone(), runtime.cloned(), &lease, &leadership, signalled.clone(), state.clone(), options.settings, ready.clone()).await;
                 break why;
             }
         }

@@ -11,6 +11,7 @@ pub mod crd;
 mod fixtures;
 pub mod http;
 pub mod leader;
+pub mod lease_runtime;
 pub mod metrics;
 pub mod pod_role;
 pub mod reconcile;
@@ -38,6 +39,8 @@ pub enum Error {
     MissingObjectKey(&'static str),
     #[error("cannot listen on {0}: {1}")]
     Listen(std::net::SocketAddr, #[source] std::io::Error),
+    #[error("the leader election thread: {0}")]
+    LeaseRuntime(String),
     #[error("roster TLS: {0}")]
     Tls(#[source] server::tls::TlsError),
 }

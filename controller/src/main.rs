@@ -4,11 +4,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use rollcall_controller::leader::LeaseSettings;
+use rollcall_controller::lease_runtime::LeaseRuntime;
 use rollcall_controller::reconcile::Settings;
 use rollcall_controller::server::Limits;
 use rollcall_controller::server::tls::TlsFiles;
@@ -112,6 +114,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         ::http::HeaderValue::from_str(&agent)
             .context("the identity is not a valid header value")?,
     ));
+    let lease_runtime = LeaseRuntime::start(config.clone()).context("starting leader election")?;
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
     let lease_duration = args.lease_duration.as_secs().max(2);
     let options = app::Options {
@@ -134,6 +137,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .zip(args.tls_key_file)
             .map(|(cert, key)| TlsFiles { cert, key }),
         label_pod: args.label_leader_pod,
+        lease_runtime: Some(Arc::new(lease_runtime)),
         authentication: if args.insecure_no_auth {
             app::Authentication::Insecure
         } else {

@@ -145,8 +145,8 @@ async fn writes_the_exact_status_with_server_side_apply() {
             "status": {
                 "observedGeneration": 1,
                 "conditions": [
-                    {"type": "Ready", "status": "True", "reason": "RosterServed",
-                     "message": format!("2 of 2 endpoints healthy; roster version {version}"),
+                    {"type": "Ready", "status": "True", "reason": "AwaitingReports",
+                     "message": format!("no sidecar has reported health yet (0 connected); 2 of 2 endpoints ready in their EndpointSlices; roster version {version}"),
                      "observedGeneration": 1, "lastTransitionTime": when},
                     {"type": "Degraded", "status": "False", "reason": "NoEjections",
                      "message": "no endpoint is ejected by most sidecars",

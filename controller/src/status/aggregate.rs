@@ -71,6 +71,14 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
             } else if counts.healthy + counts.probation == 0 {
                 let msg = format!("none of {} endpoints is healthy", counts.total);
                 (false, "NoHealthyEndpoints".into(), msg)
+            } else if reporting == 0 {
+                // Served, but nobody has looked: say where the count comes from.
+                let msg = format!(
+                    "no sidecar has reported health yet ({} connected); {} of {} endpoints ready \
+                     in their EndpointSlices; roster version {version}",
+                    input.connected, counts.healthy, counts.total
+                );
+                (true, "AwaitingReports".into(), msg)
             } else {
                 let msg = format!(
                     "{} of {} endpoints healthy; roster version {version}",

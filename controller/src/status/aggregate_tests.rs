@@ -181,6 +181,21 @@ fn unreported_endpoints_count_from_their_slice_conditions() {
     );
     assert_eq!(s.sidecars.as_ref().unwrap().reporting, 0);
     assert!(s.ejections.is_empty());
+    // Without a report the count is the slices' readiness, and the condition says so.
+    let ready = cond(&s, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "AwaitingReports")
+    );
+    assert_eq!(
+        ready.message,
+        "no sidecar has reported health yet (3 connected); 1 of 3 endpoints ready in their \
+         EndpointSlices; roster version 7"
+    );
+    // One report is enough for the sidecars' view.
+    let reports = [report("a", false, &[(1, Healthy, "ProbeSucceeded", 1)])];
+    let s = aggregate(input(&r, &reports));
+    assert_eq!(cond(&s, "Ready").reason, "RosterServed");
 }
 
 #[test]

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The controller under a fleet: the local API server holding pools of ENDPOINTS endpoints in
+# total, the real controller, SIDECARS simulated sidecars in their own process (real Watch and
+# Report streams), CHANGES endpoint changes made through the API server, then a controller
+# crash and restart. Prints one `fleet:` line per scenario (bench/README.md explains them).
+#   ./bench/fleet.sh                       # 1,000 sidecars x 10,000 endpoints, one pool and 100 pools
+#   SIDECARS=200 ENDPOINTS=2000 ./bench/fleet.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIDECARS=${SIDECARS:-1000}
+ENDPOINTS=${ENDPOINTS:-10000}
+CHANGES=${CHANGES:-5}
+target=${CARGO_TARGET_DIR:-target}
+if [ -z "${SKIP_BUILD:-}" ]; then
+  cargo build --release -p rollcall-controller -p rollcall-devcluster -p rollcall-testkit \
+    --bin rollcall-controller --bin rollcall-devcluster --bin rollcall-fleet
+fi
+# Each simulated sidecar holds a connection; so does the controller for each.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+fleet="$target/release/rollcall-fleet"
+"$fleet" run --scenario one-pool --sidecars "$SIDECARS" --endpoints "$ENDPOINTS" --pools 1 \
+  --changes "$CHANGES"
+"$fleet" run --scenario 100-pools --sidecars "$SIDECARS" --endpoints "$ENDPOINTS" --pools 100 \
+  --pools-per-sidecar 10 --changes "$CHANGES"
