@@ -34,7 +34,6 @@ use crate::outcome::Verdict;
 mod endpoint;
 mod report;
 mod roster;
-mod successes;
 mod types;
 
 pub use report::{EndpointReport, Summary, wall_clock};

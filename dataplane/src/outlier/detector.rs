@@ -67,14 +67,8 @@ impl Detector {
                 self.server.failure();
             }
         }
-        self.window
-            .record(verdict.is_failure(), limits.error_rate_window, now);
-        self.tripped(limits, now)
-    }
-
-    /// The first rule that has tripped, in the order gateway errors, 5xx, error rate.
-    fn tripped(&self, limits: &Limits, now: Instant) -> Option<Trip> {
         let window = limits.error_rate_window;
+        self.window.record(verdict.is_failure(), window, now);
         if self.gateway.reached(limits.consecutive_gateway_errors) {
             Some(Trip::ConsecutiveGatewayErrors)
         } else if self.server.reached(limits.consecutive_5xx) {

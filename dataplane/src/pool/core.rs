@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::endpoint::{Endpoint, Pending};
+use super::endpoint::Endpoint;
 use super::report::{self, PoolView};
 use super::routing::Routing;
 use super::settings::{PoolSettings, Tuning};
@@ -120,33 +120,6 @@ impl Core {
     ) {
         let events = self.health.record_request(addr, verdict, detail, now);
         self.apply(events);
-    }
-
-    /// Successes and 4xx counted on the request path since the last take.
-    pub(super) fn record_pending(&mut self, addr: SocketAddr, pending: Pending, now: Instant) {
-        if pending.successes > 0 {
-            let events = self.health.record_successes(addr, pending.successes, now);
-            self.apply(events);
-        }
-        if pending.client_errors > 0 {
-            let events = self
-                .health
-                .record_request(addr, Verdict::ClientError, "", now);
-            self.apply(events);
-        }
-    }
-
-    /// Take what every endpoint counted (before a tick or a view).
-    pub(super) fn take_all_pending(&mut self, now: Instant) {
-        let taken: Vec<(SocketAddr, Pending)> = self
-            .endpoints
-            .values()
-            .map(|e| (e.addr, e.take_pending()))
-            .filter(|(_, p)| *p != Pending::default())
-            .collect();
-        for (addr, pending) in taken {
-            self.record_pending(addr, pending, now);
-        }
     }
 
     /// One active probe result.

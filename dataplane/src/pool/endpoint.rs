@@ -1,11 +1,9 @@
 //! One endpoint's live parts, shared by the pool's owner (which creates, drains and forgets it)
-//! and the request path (which sends to it): its connections, its load for the balancer, its
-//! `rollcall_attempts_total` counters (looked up once instead of per request), and the verdicts
-//! that need no prompt action, counted here until the owner takes them: successes and 4xx.
+//! and the request path (which sends to it): its connections, its load for the balancer, and its
+//! `rollcall_attempts_total` counters, looked up once instead of per request.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus::IntCounter;
 use tokio::time::Instant;
@@ -23,17 +21,6 @@ pub struct Endpoint {
     pub load: Arc<EndpointLoad>,
     /// One counter per outcome, in `ATTEMPT_OUTCOMES` order.
     attempts: Vec<IntCounter>,
-    /// Successes not handed to the owner yet.
-    pending_successes: AtomicU64,
-    /// 4xx answers not handed to the owner yet (they only say the pool has traffic).
-    pending_client_errors: AtomicU64,
-}
-
-/// Verdicts counted on the request path, handed to the owner together.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Pending {
-    pub successes: u64,
-    pub client_errors: u64,
 }
 
 impl Endpoint {
@@ -55,26 +42,6 @@ impl Endpoint {
                 .iter()
                 .map(|outcome| metrics.attempts.with_label_values(&[pool, &addr, outcome]))
                 .collect(),
-            pending_successes: AtomicU64::new(0),
-            pending_client_errors: AtomicU64::new(0),
-        }
-    }
-
-    /// Count a success or a 4xx for the owner to take later.
-    pub(super) fn add_pending(&self, client_error: bool) {
-        let counter = if client_error {
-            &self.pending_client_errors
-        } else {
-            &self.pending_successes
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Take what was counted since the last take.
-    pub(super) fn take_pending(&self) -> Pending {
-        Pending {
-            successes: self.pending_successes.swap(0, Ordering::AcqRel),
-            client_errors: self.pending_client_errors.swap(0, Ordering::AcqRel),
         }
     }
 

@@ -153,26 +153,24 @@ impl Pool {
     /// health machine (nothing when the try says nothing about the endpoint).
     pub fn record_attempt(&self, endpoint: &Endpoint, outcome: Outcome, detail: &str) {
         endpoint.count_attempt(outcome);
-        self.record_verdict(endpoint, outcome.verdict(), detail);
+        self.record_verdict(endpoint.addr, outcome.verdict(), detail);
     }
 
-    /// A verdict on an endpoint (a try's, or a response body's that broke off). Successes and
-    /// 4xx are counted on the endpoint and taken by the owner with the next failure or at its
-    /// next tick; a failure goes to the owner at once, with what it followed.
-    pub fn record_verdict(&self, endpoint: &Endpoint, verdict: Verdict, detail: &str) {
-        match verdict {
-            Verdict::NotTheEndpoint => {}
-            Verdict::Success => endpoint.add_pending(false),
-            Verdict::ClientError => endpoint.add_pending(true),
-            Verdict::ServerError | Verdict::GatewayError => {
-                let _ = self.owner.send(Message::Request {
-                    addr: endpoint.addr,
-                    after: endpoint.take_pending(),
-                    verdict,
-                    detail: detail.to_owned(),
-                });
-            }
+    /// Evidence about an endpoint that is not a try of its own (a response body that broke off).
+    pub fn record_verdict(&self, addr: std::net::SocketAddr, verdict: Verdict, detail: &str) {
+        if verdict == Verdict::NotTheEndpoint {
+            return;
         }
+        let detail = if verdict.is_failure() {
+            detail.to_owned()
+        } else {
+            String::new()
+        };
+        let _ = self.owner.send(Message::Request {
+            addr,
+            verdict,
+            detail,
+        });
     }
 
     /// The pool's retry budget.

@@ -1,9 +1,7 @@
 //! The one task that owns a pool's state (`Core`): it takes rosters, request verdicts and probe
 //! results from one channel, in order, ticks four times a second, and publishes a new routing
 //! snapshot after every batch that changed something. The request path never waits for it: it
-//! reads the last snapshot, sends failures without blocking, and counts successes and 4xx on the
-//! endpoint, which the owner takes with the endpoint's next failure (they came before it), on
-//! every tick, and before answering a `View`. A question (`View`) or a
+//! reads the last snapshot and sends its verdicts without blocking. A question (`View`) or a
 //! roster (`Update`) is answered only after everything sent before it has been applied and
 //! published, so a caller always sees its own earlier evidence.
 
@@ -19,7 +17,6 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::core::Core;
-use super::endpoint::Pending;
 use super::report::PoolView;
 use super::routing::Routing;
 use super::settings::PoolSettings;
@@ -35,10 +32,8 @@ const BATCH: usize = 256;
 
 /// What the owner is told.
 pub(super) enum Message {
-    /// A failure, and the successes and 4xx counted on the endpoint before it.
     Request {
         addr: SocketAddr,
-        after: Pending,
         verdict: Verdict,
         detail: String,
     },
@@ -100,7 +95,6 @@ pub(super) async fn run(
                 }
             }
             _ = tick.tick() => {
-                owner.core.take_all_pending(Instant::now());
                 for addr in owner.core.tick(Instant::now()) {
                     if let Some(probe) = owner.probes.remove(&addr) {
                         probe.abort();
@@ -120,13 +114,9 @@ impl Owner {
         match message {
             Message::Request {
                 addr,
-                after,
                 verdict,
                 detail,
-            } => {
-                self.core.record_pending(addr, after, now);
-                self.core.record_request(addr, verdict, &detail, now);
-            }
+            } => self.core.record_request(addr, verdict, &detail, now),
             Message::Probe { addr, ok, detail } => self.core.record_probe(addr, ok, &detail, now),
             Message::Update {
                 roster,
@@ -146,7 +136,6 @@ impl Owner {
                 let _ = done.send(());
             }
             Message::View { reply } => {
-                self.core.take_all_pending(now);
                 self.publish();
                 let _ = reply.send(self.core.view(now));
             }

@@ -106,7 +106,8 @@ impl Done {
         } else {
             Verdict::GatewayError
         };
-        self.pool.record_verdict(&self.endpoint, verdict, detail);
+        self.pool
+            .record_verdict(self.endpoint.addr, verdict, detail);
         if let Some(guard) = self.guard {
             let now = Instant::now();
             guard.finish(verdict, now - self.started, now);

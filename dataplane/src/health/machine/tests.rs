@@ -10,7 +10,6 @@ use super::{EndpointReport, Event, HealthSettings, PoolHealth, Reason, RouteClas
 use crate::outcome::Verdict;
 
 mod admission;
-mod batching;
 mod budget;
 mod ejection;
 mod readmission;
