@@ -37,6 +37,24 @@ pub struct Leadership {
     pub task: tokio::task::JoinHandle<Result<kube_lease_manager::LeaseManager, LeaseManagerError>>,
 }
 
+/// The field manager this replica writes its Lease claims with: its own, never shared.
+/// kube-lease-manager claims a free Lease by server-side apply without `force`, so the claim
+/// of a replica that lost the race must conflict with the winner's, which only happens when the
+/// two are different managers. With one shared manager both claims succeeded and, seen once
+/// in the end-to-end tests, both replicas started leading. Field managers are at most 128
+/// characters.
+pub fn lease_field_manager(identity: &str) -> String {
+    let mut manager = format!("{}/{identity}", crate::reconcile::FIELD_MANAGER);
+    if manager.len() > 128 {
+        let mut cut = 128;
+        while !manager.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        manager.truncate(cut);
+    }
+    manager
+}
+
 /// Start competing for the Lease.
 pub async fn elect(client: Client, s: &LeaseSettings) -> Result<Leadership> {
     let manager = LeaseManagerBuilder::new(client, &s.name)
@@ -44,7 +62,7 @@ pub async fn elect(client: Client, s: &LeaseSettings) -> Result<Leadership> {
         .with_identity(&s.identity)
         .with_duration(s.duration)
         .with_grace(s.grace)
-        .with_field_manager(crate::reconcile::FIELD_MANAGER)
+        .with_field_manager(lease_field_manager(&s.identity))
         .build()
         .await
         .map_err(Error::Lease)?;
@@ -142,5 +160,19 @@ pub async fn confirm(client: Client, s: &LeaseSettings, margin: Duration) -> Str
             );
         }
         tokio::time::sleep(every).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_replica_claims_the_lease_as_its_own_field_manager() {
+        let a = lease_field_manager("rollcall-controller-7d9f-abcde");
+        let b = lease_field_manager("rollcall-controller-7d9f-fghij");
+        assert_ne!(a, b);
+        assert_eq!(a, "rollcall-controller/rollcall-controller-7d9f-abcde");
+        assert!(lease_field_manager(&"é".repeat(100)).len() <= 128);
     }
 }
