@@ -42,6 +42,23 @@ pub fn controller_flags() -> Vec<String> {
     .collect()
 }
 
+/// Poll `process`'s log until it contains `needle`; panics with the log after `PATIENCE`.
+pub async fn wait_log(process: &rollcall_testkit::system::Process, needle: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let log = process.log_tail(200);
+        if log.contains(needle) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never logged {needle:?}; its log:\n{log}",
+            process.name
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The status's ejection entry for `address`.
 pub fn ejection<'a>(status: &'a Value, address: &str) -> Option<&'a Value> {
     status["ejections"]

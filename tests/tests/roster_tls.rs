@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use rollcall_e2e::{PATIENCE, run_dir};
+use rollcall_e2e::{PATIENCE, run_dir, wait_log};
 use rollcall_testkit::system::identity::{self, TokenFile};
 use rollcall_testkit::system::{
     CRD_YAML, Controller, LocalApi, NAMESPACE_YAML, POOL_YAML, SERVICE_YAML, Sidecar, slices_yaml,
@@ -72,22 +72,6 @@ async fn served_cert(port: u16, ca: &Path) -> Vec<u8> {
     let (_, session) = tls.get_ref();
     assert_eq!(session.alpn_protocol(), Some(&b"h2"[..]));
     session.peer_certificates().unwrap()[0].to_vec()
-}
-
-async fn wait_log(sidecar: &Sidecar, needle: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let log = sidecar.process.log_tail(200);
-        if log.contains(needle) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} never logged {needle:?}; its log:\n{log}",
-            sidecar.process.name
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,7 +156,7 @@ async fn sidecars_follow_the_controller_over_tls_and_a_renewed_certificate_is_se
     )
     .await
     .unwrap();
-    wait_log(&distrusting, "cannot watch rosters").await;
+    wait_log(&distrusting.process, "cannot watch rosters").await;
     assert_eq!(
         distrusting
             .pool("shop/web")

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::proto::v1::roster_client::RosterClient;
-use rollcall_e2e::{PATIENCE, ejection, run_dir};
+use rollcall_e2e::{PATIENCE, ejection, run_dir, wait_log};
 use rollcall_testkit::system::identity::{self, AUDIENCE, PodIdentity};
 use rollcall_testkit::system::{
     CRD_YAML, Controller, LocalApi, NAMESPACE_YAML, SERVICE_YAML, Sidecar, pool_resource,
@@ -433,23 +433,6 @@ async fn a_pods_reports_are_its_own_bounded_and_about_its_roster_only() {
     assert_eq!((summary.accepted, summary.ignored), (1, 1), "{summary:?}");
 }
 
-/// Poll `process`'s log until it contains `needle`.
-async fn wait_log(sidecar: &Sidecar, needle: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let log = sidecar.process.log_tail(200);
-        if log.contains(needle) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} never logged {needle:?}; its log:\n{log}",
-            sidecar.process.name
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn endpoints(sidecar: &Sidecar) -> usize {
     sidecar
         .pool("shop/web")
@@ -467,13 +450,17 @@ async fn the_sidecar_presents_its_projected_token_and_reads_it_again_at_each_rec
     let anonymous = Sidecar::controlled(&url, "shop/web", "anonymous", None, &dir)
         .await
         .unwrap();
-    wait_log(&anonymous, "no ServiceAccount token").await;
+    wait_log(&anonymous.process, "no ServiceAccount token").await;
     // A token file that is not there: the sidecar says so itself.
     let missing = dir.join("missing.token");
     let unmounted = Sidecar::controlled(&url, "shop/web", "unmounted", Some(&missing), &dir)
         .await
         .unwrap();
-    wait_log(&unmounted, "cannot read the ServiceAccount token file").await;
+    wait_log(
+        &unmounted.process,
+        "cannot read the ServiceAccount token file",
+    )
+    .await;
 
     // A pod whose token file holds garbage at first is refused; once the kubelet (here the
     // test) writes the real token, the next reconnect presents it and the roster arrives.
@@ -483,7 +470,7 @@ async fn the_sidecar_presents_its_projected_token_and_reads_it_again_at_each_rec
     let rotating = Sidecar::controlled(&url, "shop/web", &who.pod, Some(&path), &dir)
         .await
         .unwrap();
-    wait_log(&rotating, "Unauthenticated").await;
+    wait_log(&rotating.process, "Unauthenticated").await;
     assert_eq!(endpoints(&rotating).await, 0);
     let _projected =
         identity::TokenFile::project(&world.api.client, &who, &path, Duration::from_secs(3600))
