@@ -6,7 +6,9 @@
 //! - `ejections` lists every endpoint at least one sidecar ejects: by how many of the sidecars
 //!   reporting on the pool, the most common reason, since the earliest ejection, and the latest
 //!   error seen. The list is capped so a status object cannot grow without bound.
-//! - Conditions: `Ready` (a roster is served and some endpoint can take traffic), `Degraded`
+//! - Conditions: `Ready` (a roster is served and some endpoint can take traffic; `False` with
+//!   `RosterNotApplied` when every reporting sidecar still runs an older roster
+//!   `APPLY_GRACE_MS` after the current one was published — they refused it), `Degraded`
 //!   (most sidecars eject some endpoint), `Panic` (some sidecar routes in panic mode). Each
 //!   keeps its `lastTransitionTime` while its status does not change.
 
@@ -45,6 +47,32 @@ pub struct Input<'a> {
     pub now: Timestamp,
 }
 
+/// How long a sidecar may take to apply and report a new roster version before it counts as not
+/// having applied it (a change is reported within a report interval, 250 ms; this leaves room
+/// for a reconnect).
+pub const APPLY_GRACE_MS: u64 = 15_000;
+
+/// How many reporting sidecars run a roster older than `version`, once `version` (a Unix-ms
+/// publish time) is older than `APPLY_GRACE_MS`; `None` before that.
+fn not_applied(reports: &[SidecarReport], version: u64, now: Timestamp) -> Option<u32> {
+    let now_ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
+    if now_ms.saturating_sub(version) < APPLY_GRACE_MS || version > now_ms {
+        return None;
+    }
+    let behind = reports
+        .iter()
+        .filter(|r| r.health.roster_version < version)
+        .count();
+    Some(u32::try_from(behind).unwrap_or(u32::MAX))
+}
+
+fn age_seconds(version: u64, now: Timestamp) -> u64 {
+    u64::try_from(now.as_millisecond())
+        .unwrap_or(0)
+        .saturating_sub(version)
+        / 1000
+}
+
 pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
     let reporting = input.reports.len() as u32;
     let mut status = BackendPoolStatus {
@@ -71,6 +99,17 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
             } else if counts.healthy + counts.probation == 0 {
                 let msg = format!("none of {} endpoints is healthy", counts.total);
                 (false, "NoHealthyEndpoints".into(), msg)
+            } else if let Some(stale) = not_applied(input.reports, version, input.now)
+                && reporting > 0
+                && stale == reporting
+            {
+                let msg = format!(
+                    "none of the {reporting} reporting sidecars runs roster version {version}, \
+                     published {}s ago: they route on an older roster (a sidecar that cannot \
+                     use a roster keeps its previous one and logs \"roster refused\" with the reason)",
+                    age_seconds(version, input.now)
+                );
+                (false, "RosterNotApplied".into(), msg)
             } else if reporting == 0 {
                 // Served, but nobody has looked: say where the count comes from.
                 let msg = format!(
@@ -80,10 +119,17 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
                 );
                 (true, "AwaitingReports".into(), msg)
             } else {
-                let msg = format!(
+                let mut msg = format!(
                     "{} of {} endpoints healthy; roster version {version}",
                     counts.healthy, counts.total
                 );
+                if let Some(stale) = not_applied(input.reports, version, input.now)
+                    && stale > 0
+                {
+                    msg.push_str(&format!(
+                        "; {stale} of {reporting} sidecars still run an older roster"
+                    ));
+                }
                 (true, "RosterServed".into(), msg)
             };
             status.endpoints = Some(counts);

@@ -290,3 +290,75 @@ fn ejection_list_is_capped() {
         MAX_EJECTIONS + 10
     );
 }
+
+/// `roster(n)` served as a version published `age_ms` before `now()`, with reports from
+/// sidecars running `versions`.
+fn served_since(age_ms: u64, versions: &[u64]) -> BackendPoolStatus {
+    let r = roster(2);
+    let version = (T0 as u64) * 1000 - age_ms;
+    let reports: Vec<SidecarReport> = versions
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mut rep = report(
+                &format!("s{i}"),
+                false,
+                &[(1, Healthy, "ProbeSucceeded", 1)],
+            );
+            rep.health.roster_version = if *v == 0 { version } else { *v };
+            rep
+        })
+        .collect();
+    aggregate(Input {
+        served: Served::Roster {
+            version,
+            roster: &r,
+        },
+        ..input(&r, &reports)
+    })
+}
+
+#[test]
+fn a_roster_no_sidecar_applied_is_not_ready_once_the_grace_has_passed() {
+    let old = 1_000;
+    // Every sidecar still on an older roster 20 s after publication: refused.
+    let s = served_since(20_000, &[old, old]);
+    let ready = cond(&s, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "RosterNotApplied")
+    );
+    assert!(
+        ready
+            .message
+            .starts_with("none of the 2 reporting sidecars runs roster version"),
+        "{}",
+        ready.message
+    );
+    assert!(
+        ready.message.contains("published 20s ago"),
+        "{}",
+        ready.message
+    );
+    // Within the grace it may still be on its way.
+    let s = served_since(APPLY_GRACE_MS - 1, &[old, old]);
+    assert_eq!(cond(&s, "Ready").reason, "RosterServed");
+    assert!(!cond(&s, "Ready").message.contains("older roster"));
+    // Some behind: still ready, and the message says how many lag.
+    let s = served_since(20_000, &[old, 0, 0]);
+    let ready = cond(&s, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "RosterServed")
+    );
+    assert!(
+        ready
+            .message
+            .ends_with("; 1 of 3 sidecars still run an older roster"),
+        "{}",
+        ready.message
+    );
+    // All applied: nothing said.
+    let s = served_since(20_000, &[0, 0]);
+    assert!(!cond(&s, "Ready").message.contains("older"));
+}
