@@ -74,6 +74,29 @@ async fn served_cert(port: u16, ca: &Path) -> Vec<u8> {
     session.peer_certificates().unwrap()[0].to_vec()
 }
 
+/// Pod `shop/<pod>` with its projected token, and the real sidecar for it, dialling `url` and
+/// trusting only `ca`.
+async fn sidecar_trusting(
+    api: &LocalApi,
+    dir: &Path,
+    url: &str,
+    pod: &str,
+    ca: &Path,
+) -> (Sidecar, TokenFile) {
+    let who = identity::create_pod(&api.client, "shop", "client", pod)
+        .await
+        .unwrap();
+    let path = dir.join(format!("{pod}.token"));
+    let token = TokenFile::project(&api.client, &who, &path, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let args = [format!("--controller-ca={}", ca.display())];
+    let sidecar = Sidecar::controlled_with(url, "shop/web", pod, Some(&path), &args, dir)
+        .await
+        .unwrap();
+    (sidecar, token)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sidecars_follow_the_controller_over_tls_and_a_renewed_certificate_is_served() {
     let dir = run_dir("roster-tls");
@@ -103,24 +126,7 @@ async fn sidecars_follow_the_controller_over_tls_and_a_renewed_certificate_is_se
     controller.wait_ready(PATIENCE).await.unwrap();
     let url = format!("https://localhost:{}", controller.grpc.port());
 
-    let who = identity::create_pod(&api.client, "shop", "client", "client-a")
-        .await
-        .unwrap();
-    let token_path = dir.join("client-a.token");
-    let _token = TokenFile::project(&api.client, &who, &token_path, Duration::from_secs(3600))
-        .await
-        .unwrap();
-    let trusting = |ca: &Path| vec![format!("--controller-ca={}", ca.display())];
-    let sidecar = Sidecar::controlled_with(
-        &url,
-        "shop/web",
-        "client-a",
-        Some(&token_path),
-        &trusting(&ours.cert),
-        &dir,
-    )
-    .await
-    .unwrap();
+    let (sidecar, _token) = sidecar_trusting(&api, &dir, &url, "client-a", &ours.cert).await;
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while sidecar
         .pool("shop/web")
@@ -139,24 +145,9 @@ async fn sidecars_follow_the_controller_over_tls_and_a_renewed_certificate_is_se
 
     // A sidecar that trusts another CA never gets a roster, and its log says why.
     let stranger = ca(&dir, "stranger");
-    let who = identity::create_pod(&api.client, "shop", "client", "client-b")
-        .await
-        .unwrap();
-    let token_b = dir.join("client-b.token");
-    let _token_b = TokenFile::project(&api.client, &who, &token_b, Duration::from_secs(3600))
-        .await
-        .unwrap();
-    let distrusting = Sidecar::controlled_with(
-        &url,
-        "shop/web",
-        "client-b",
-        Some(&token_b),
-        &trusting(&stranger.cert),
-        &dir,
-    )
-    .await
-    .unwrap();
-    wait_log(&distrusting.process, "cannot watch rosters").await;
+    let (distrusting, _token_b) =
+        sidecar_trusting(&api, &dir, &url, "client-b", &stranger.cert).await;
+    wait_log(&distrusting.process, "invalid peer certificate").await;
     assert_eq!(
         distrusting
             .pool("shop/web")
