@@ -23,6 +23,8 @@ pub struct Metrics {
     pub ejections: IntCounterVec,
     /// Ejections that max-ejection-percent refused.
     pub ejections_suppressed: IntCounterVec,
+    /// Probe-failure ejections not made because real requests kept succeeding.
+    pub probe_overrules: IntCounterVec,
     pub probes: IntCounterVec,
     pub panic: IntGaugeVec,
     pub retries: IntCounterVec,
@@ -61,6 +63,11 @@ impl Metrics {
             "rollcall_ejections_suppressed_total",
             "Ejections refused because the pool was at maxEjectionPercent",
             &["pool", "endpoint"],
+        )?;
+        let probe_overrules = counter(
+            "rollcall_probe_overrules_total",
+            "Probe-failure ejections not made because the endpoint's real requests kept succeeding, by pool",
+            &["pool"],
         )?;
         let probes = counter(
             "rollcall_probes_total",
@@ -120,6 +127,7 @@ impl Metrics {
             endpoint_state,
             ejections,
             ejections_suppressed,
+            probe_overrules,
             probes,
             panic,
             retries,
@@ -173,6 +181,7 @@ impl Metrics {
         for reason in RETRY_REASONS {
             let _ = self.retries.remove_label_values(&[pool, reason]);
         }
+        let _ = self.probe_overrules.remove_label_values(&[pool]);
         let _ = self.panic.remove_label_values(&[pool]);
         let _ = self.request_duration.remove_label_values(&[pool]);
     }

@@ -21,7 +21,14 @@
 //!   `RECENT_TRAFFIC`): a TCP probe cannot see fast 5xx. An idle pool's probes still count, or
 //!   its endpoints would stay on probation until traffic returned.
 //! - Probation failures re-eject regardless of `maxEjectionPercent` (probation is already out).
-//! - The error rate is checked on every non-4xx request; a plain 5xx breaks a gateway streak.
+//! - The error rate is checked on every failed non-4xx request, against the pool's window of
+//!   every endpoint's counted outcomes (`crate::outlier::relative`); a plain 5xx breaks a
+//!   gateway streak.
+//! - Failing probes do not eject an `Unknown`/`Healthy` endpoint whose real requests succeeded
+//!   since the previous probe (`Event::ProbesOverruled`, once per streak).
+//! - A first ejection (multiplier 1 after it) ends early, at `healthyThreshold` consecutive probe
+//!   successes, when the probes saw its fault (they caused it, or one failed while ejected);
+//!   otherwise, and for repeat offenders, the ejection time is served as DESIGN.md says.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -30,6 +37,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::outcome::Verdict;
+use crate::outlier::ErrorRateWindow;
 
 mod endpoint;
 mod report;
@@ -53,6 +61,9 @@ pub struct PoolHealth {
     panic: bool,
     /// When the last request outcome (of any endpoint) was recorded.
     last_request: Option<Instant>,
+    /// Every outcome the endpoints' detectors counted, pooled: the peers an endpoint's error
+    /// rate is judged against (`crate::outlier::relative`).
+    window: ErrorRateWindow,
 }
 
 // === impl PoolHealth ===
@@ -64,6 +75,7 @@ impl PoolHealth {
             endpoints: BTreeMap::new(),
             panic: false,
             last_request: None,
+            window: ErrorRateWindow::new(),
         }
     }
 
@@ -103,6 +115,7 @@ impl PoolHealth {
             return events;
         };
         ep.decay(s.base_ejection, now);
+        let previous_probe = ep.last_probe.replace(now);
         if ok {
             ep.probe_successes = ep.probe_successes.saturating_add(1);
         } else {
@@ -115,9 +128,13 @@ impl PoolHealth {
         if ok {
             ep.probe_ok = ep.probe_ok.saturating_add(1);
             ep.probe_fail.reset();
+            ep.probes_overruled = false;
         } else {
             ep.probe_ok = 0;
             ep.probe_fail.failure();
+            if ep.state == State::Ejected {
+                ep.probes_saw_fault = true;
+            }
         }
         match (ep.state, ok) {
             (State::Unknown | State::Healthy, true) => {
@@ -127,7 +144,14 @@ impl PoolHealth {
                 }
             }
             (State::Unknown | State::Healthy, false) => {
-                if ep.probe_fail.reached(s.unhealthy_probes()) {
+                // Sensor faults never cost capacity: a failing health check on an endpoint
+                // that answers real requests is the check's problem.
+                if ep.probe_fail.reached(s.unhealthy_probes()) && ep.served_since(previous_probe) {
+                    if !ep.probes_overruled {
+                        ep.probes_overruled = true;
+                        events.push(Event::ProbesOverruled { endpoint: addr });
+                    }
+                } else if ep.probe_fail.reached(s.unhealthy_probes()) {
                     trip(
                         ep,
                         addr,
@@ -179,6 +203,8 @@ impl PoolHealth {
         ep.decay(s.base_ejection, now);
         if verdict.is_failure() {
             ep.note_error(detail, now);
+        } else if verdict == Verdict::Success {
+            ep.last_request_ok = Some(now);
         }
         match ep.state {
             State::Ejected | State::Draining => return events,
@@ -196,7 +222,11 @@ impl PoolHealth {
                         ep.become_healthy(addr, Reason::RequestSucceeded, now, &mut events);
                     }
                 }
-                if let Some(t) = ep.detector.record(verdict, &s.limits(), now) {
+                if verdict != Verdict::ClientError {
+                    self.window
+                        .record(verdict.is_failure(), s.error_rate_window, now);
+                }
+                if let Some(t) = ep.detector.record(verdict, &s.limits(), &self.window, now) {
                     trip(ep, addr, t.into(), may_eject, s, now, &mut events);
                 }
             }
@@ -219,6 +249,7 @@ impl PoolHealth {
     pub fn tick(&mut self, now: Instant) -> Vec<Event> {
         let mut events = Vec::new();
         let s = &self.settings;
+        self.window.expire(s.error_rate_window, now);
         for (addr, ep) in &mut self.endpoints {
             ep.decay(s.base_ejection, now);
             ep.detector.expire(s.error_rate_window, now);

@@ -6,12 +6,15 @@
 //! here (it neither counts nor breaks a streak, nor enters the error rate); a gateway error
 //! (connect refused/reset/timeout, 502/503/504) counts as a 5xx too; a plain 5xx breaks a
 //! gateway-error streak, because "consecutive" means nothing else happened in between.
+//!
+//! The error rate is judged against the endpoint's peers (`relative.rs`), so `record` is given
+//! the pool's own window too: the sum of every routed endpoint's requests, this one's included.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Consecutive, ErrorRateWindow, WindowCounts};
+use super::{Consecutive, ErrorRateWindow, RecentOutcomes, WindowCounts, relative};
 use crate::outcome::Verdict;
 
 /// Which passive rule tripped.
@@ -39,6 +42,7 @@ pub struct Detector {
     gateway: Consecutive,
     server: Consecutive,
     window: ErrorRateWindow,
+    recent: RecentOutcomes,
 }
 
 // === impl Detector ===
@@ -50,8 +54,15 @@ impl Detector {
 
     /// Fold one verdict in; returns the first rule that has tripped, checked in the order
     /// gateway errors, 5xx, error rate. The streaks are not reset here: the caller decides what
-    /// a trip means (an ejection, or a suppressed one) and calls [`Detector::reset`].
-    pub fn record(&mut self, verdict: Verdict, limits: &Limits, now: Instant) -> Option<Trip> {
+    /// a trip means (an ejection, or a suppressed one) and calls [`Detector::reset`]. `pool` is
+    /// the pool's window with this verdict already in it.
+    pub fn record(
+        &mut self,
+        verdict: Verdict,
+        limits: &Limits,
+        pool: &ErrorRateWindow,
+        now: Instant,
+    ) -> Option<Trip> {
         match verdict {
             Verdict::ClientError | Verdict::NotTheEndpoint => return None,
             Verdict::Success => {
@@ -69,20 +80,38 @@ impl Detector {
         }
         let window = limits.error_rate_window;
         self.window.record(verdict.is_failure(), window, now);
+        self.recent.push(verdict.is_failure());
         if self.gateway.reached(limits.consecutive_gateway_errors) {
             Some(Trip::ConsecutiveGatewayErrors)
         } else if self.server.reached(limits.consecutive_5xx) {
             Some(Trip::Consecutive5xx)
-        } else if self.window.exceeds(
-            limits.error_rate_threshold,
-            limits.error_rate_min_requests,
-            window,
-            now,
-        ) {
+        } else if verdict.is_failure() && self.rate_trips(limits, pool, now) {
             Some(Trip::ErrorRate)
         } else {
             None
         }
+    }
+
+    /// The error-rate rule; only a failure can make it trip, so successes never pay for it.
+    fn rate_trips(&self, limits: &Limits, pool: &ErrorRateWindow, now: Instant) -> bool {
+        let window = limits.error_rate_window;
+        let own = self.window.counts(window, now);
+        if own.requests
+            < u64::from(relative::relative_min_requests(
+                limits.error_rate_min_requests,
+            ))
+        {
+            return false;
+        }
+        let all = pool.counts(window, now);
+        let peers = WindowCounts {
+            requests: all.requests.saturating_sub(own.requests),
+            failures: all.failures.saturating_sub(own.failures),
+        };
+        let recent = self
+            .recent
+            .counts(relative::recent_len(limits.error_rate_min_requests));
+        relative::trips(own, recent, peers, limits)
     }
 
     /// Forget streaks and window: after an ejection (or a suppressed one) the endpoint has to
@@ -91,6 +120,7 @@ impl Detector {
         self.gateway.reset();
         self.server.reset();
         self.window.clear();
+        self.recent.clear();
     }
 
     /// Release buckets that left the window.

@@ -112,22 +112,6 @@ impl ErrorRateWindow {
             })
     }
 
-    /// True when at least `min_requests` are in the window and the failure share is strictly
-    /// above `threshold` (a fraction). A threshold of 0 (or below) disables the check.
-    pub fn exceeds(
-        &self,
-        threshold: f64,
-        min_requests: u32,
-        window: Duration,
-        now: Instant,
-    ) -> bool {
-        if threshold <= 0.0 {
-            return false;
-        }
-        let c = self.counts(window, now);
-        c.requests > 0 && c.requests >= u64::from(min_requests) && c.rate() > threshold
-    }
-
     /// Forget everything (after an ejection the endpoint starts with a clean slate).
     pub fn clear(&mut self) {
         self.buckets.clear();
@@ -136,6 +120,36 @@ impl ErrorRateWindow {
     #[cfg(test)]
     fn bucket_count(&self) -> usize {
         self.buckets.len()
+    }
+}
+
+/// One endpoint's last (up to 64) counted outcomes, however old: what it did lately, not
+/// diluted by the successes of the rest of the window.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecentOutcomes {
+    /// Newest in bit 0; a set bit is a failure.
+    bits: u64,
+    len: u8,
+}
+
+impl RecentOutcomes {
+    pub fn push(&mut self, failed: bool) {
+        self.bits = (self.bits << 1) | u64::from(failed);
+        self.len = self.len.saturating_add(1).min(64);
+    }
+
+    /// Requests and failures among the last `last` outcomes (fewer when fewer are known).
+    pub fn counts(self, last: u32) -> WindowCounts {
+        let n = last.min(u32::from(self.len));
+        let mask = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        WindowCounts {
+            requests: u64::from(n),
+            failures: u64::from((self.bits & mask).count_ones()),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        *self = Self::default();
     }
 }
 

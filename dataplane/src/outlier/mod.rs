@@ -1,4 +1,5 @@
-//! Outlier detection from real traffic: consecutive-failure counters and the error-rate window.
+//! Outlier detection from real traffic: consecutive-failure counters, the error-rate window, and
+//! the judgement of whether an endpoint's error rate sets it apart from its peers.
 //!
 //! Everything here is pure (verdict in, `now` in, trip out) and knows nothing about endpoint
 //! states: the health machine (`crate::health::machine`) owns one [`Detector`] per endpoint,
@@ -7,7 +8,8 @@
 mod consecutive;
 mod detector;
 mod error_rate;
+pub mod relative;
 
 pub use consecutive::Consecutive;
 pub use detector::{Detector, Limits, Trip};
-pub use error_rate::{ErrorRateWindow, WindowCounts};
+pub use error_rate::{ErrorRateWindow, RecentOutcomes, WindowCounts};

@@ -115,5 +115,9 @@ pub(super) fn log_event(pool: &str, event: &Event, metrics: &Metrics) {
                 .inc();
             tracing::warn!(%pool, endpoint = %endpoint, %reason, "ejection suppressed: pool at maxEjectionPercent");
         }
+        Event::ProbesOverruled { endpoint } => {
+            metrics.probe_overrules.with_label_values(&[pool]).inc();
+            tracing::warn!(%pool, endpoint = %endpoint, "probes fail but real requests succeed: not ejecting on probes");
+        }
     }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod backends;
+pub mod load;
 pub mod raw;
 pub mod relay;
 

@@ -48,6 +48,15 @@ pub(super) struct Endpoint {
     pub last_error: Option<(String, Instant)>,
     pub probe_successes: u64,
     pub probe_failures: u64,
+    /// When the last probe result came in.
+    pub last_probe: Option<Instant>,
+    /// When a real request last succeeded.
+    pub last_request_ok: Option<Instant>,
+    /// The current streak of failing probes has been overruled by real requests (and said so).
+    pub probes_overruled: bool,
+    /// Probes have seen the fault behind the current ejection (it was theirs, or one failed
+    /// since): only then does their recovery prove anything.
+    pub probes_saw_fault: bool,
 }
 
 // === impl Endpoint ===
@@ -73,6 +82,10 @@ impl Endpoint {
             last_error: None,
             probe_successes: 0,
             probe_failures: 0,
+            last_probe: None,
+            last_request_ok: None,
+            probes_overruled: false,
+            probes_saw_fault: false,
         }
     }
 
@@ -132,6 +145,8 @@ impl Endpoint {
         self.ejected_until = Some(now.checked_add(time).unwrap_or(now));
         self.reset_evidence();
         self.suppressed = false;
+        self.probes_overruled = false;
+        self.probes_saw_fault = reason == Reason::ProbeFailures;
         self.slow_start_from = None;
         self.set_state(addr, State::Ejected, reason, now, events);
     }
@@ -144,7 +159,10 @@ impl Endpoint {
         self.probation_ok = 0;
     }
 
-    /// Ejected → Probation once the time is served and, with probes on, they agree.
+    /// Ejected → Probation once the time is served and, with probes on, they agree. A first
+    /// ejection (none still weighing on the multiplier) whose fault the probes saw ends early,
+    /// as soon as `healthyThreshold` probes pass: recovery is proven, waiting longer only costs
+    /// capacity. A repeat offender serves its growing time.
     pub fn try_readmit(
         &mut self,
         addr: SocketAddr,
@@ -153,7 +171,11 @@ impl Endpoint {
         events: &mut Vec<Event>,
     ) {
         let served = self.ejected_until.is_none_or(|until| now >= until);
-        if self.state != State::Ejected || !served {
+        let proven = settings.probes_enabled
+            && self.probes_saw_fault
+            && self.multiplier <= 1
+            && self.probe_ok >= settings.healthy_probes();
+        if self.state != State::Ejected || !(served || proven) {
             return;
         }
         let reason = if !settings.probes_enabled {
@@ -165,6 +187,16 @@ impl Endpoint {
         };
         self.ejected_until = None;
         self.set_state(addr, State::Probation, reason, now, events);
+    }
+
+    /// Whether a real request succeeded after the probe before the one at hand (or, before
+    /// any probe, at all): the endpoint serves, whatever its health check says.
+    pub fn served_since(&self, previous_probe: Option<Instant>) -> bool {
+        match (self.last_request_ok, previous_probe) {
+            (Some(ok), Some(probe)) => ok > probe,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
     }
 
     /// Take one step off `multiplier` for every full `base` spent healthy.

@@ -12,9 +12,11 @@ use crate::outcome::Verdict;
 mod admission;
 mod budget;
 mod ejection;
+mod error_rate;
 mod readmission;
 mod reports;
 mod roster;
+mod sensor;
 
 const SEC: Duration = Duration::from_secs(1);
 const BASE: Duration = Duration::from_secs(30);
@@ -134,6 +136,15 @@ impl Fx {
     fn eject(&mut self, n: u8) -> Vec<Event> {
         let threshold = self.pool.settings().unhealthy_threshold;
         let events = self.probes(n, false, threshold);
+        assert_eq!(self.state(n), State::Ejected, "{events:?}");
+        events
+    }
+
+    /// Eject endpoint `n` by consecutive gateway errors on real requests (a fault its probes
+    /// have not seen); asserts it happened.
+    fn eject_passively(&mut self, n: u8) -> Vec<Event> {
+        let limit = self.pool.settings().consecutive_gateway_errors;
+        let events = self.requests(n, Verdict::GatewayError, limit);
         assert_eq!(self.state(n), State::Ejected, "{events:?}");
         events
     }

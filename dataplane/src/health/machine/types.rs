@@ -90,6 +90,12 @@ pub enum Event {
         endpoint: SocketAddr,
         reason: Reason,
     },
+    /// Probes reached `unhealthyThreshold` but real requests to the endpoint kept succeeding
+    /// since the previous probe: a broken health check is not a broken endpoint. Once per
+    /// streak of failing probes.
+    ProbesOverruled {
+        endpoint: SocketAddr,
+    },
 }
 
 /// How the balancer may use an endpoint.

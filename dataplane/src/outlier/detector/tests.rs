@@ -4,6 +4,7 @@ use tokio::time::Instant;
 
 use super::{Detector, Limits, Trip};
 use crate::outcome::Verdict;
+use crate::outlier::ErrorRateWindow;
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -25,6 +26,46 @@ fn only_rate() -> Limits {
     }
 }
 
+/// One endpoint alone in its pool: the pool's window holds exactly its requests.
+#[derive(Default)]
+struct Solo {
+    detector: Detector,
+    pool: ErrorRateWindow,
+}
+
+impl Solo {
+    fn record(&mut self, verdict: Verdict, limits: &Limits, now: Instant) -> Option<Trip> {
+        record(&mut self.detector, &mut self.pool, verdict, limits, now)
+    }
+}
+
+impl std::ops::Deref for Solo {
+    type Target = Detector;
+    fn deref(&self) -> &Detector {
+        &self.detector
+    }
+}
+
+impl std::ops::DerefMut for Solo {
+    fn deref_mut(&mut self) -> &mut Detector {
+        &mut self.detector
+    }
+}
+
+/// What the health machine does: the pool's window counts every verdict the detector counts.
+fn record(
+    d: &mut Detector,
+    pool: &mut ErrorRateWindow,
+    verdict: Verdict,
+    limits: &Limits,
+    now: Instant,
+) -> Option<Trip> {
+    if !matches!(verdict, Verdict::ClientError | Verdict::NotTheEndpoint) {
+        pool.record(verdict.is_failure(), limits.error_rate_window, now);
+    }
+    d.record(verdict, limits, pool, now)
+}
+
 #[test]
 fn statuses_are_classified_like_envoy() {
     assert_eq!(Verdict::from_status(200), Verdict::Success);
@@ -43,7 +84,7 @@ fn statuses_are_classified_like_envoy() {
 #[test]
 fn gateway_errors_trip_on_the_request_that_reaches_the_limit() {
     let t = Instant::now();
-    let mut d = Detector::new();
+    let mut d = Solo::default();
     assert_eq!(d.record(Verdict::GatewayError, &limits(), t), None);
     assert_eq!(d.record(Verdict::GatewayError, &limits(), t), None);
     assert_eq!(
@@ -55,7 +96,7 @@ fn gateway_errors_trip_on_the_request_that_reaches_the_limit() {
 #[test]
 fn a_plain_5xx_breaks_a_gateway_streak_but_extends_the_5xx_streak() {
     let t = Instant::now();
-    let mut d = Detector::new();
+    let mut d = Solo::default();
     d.record(Verdict::GatewayError, &limits(), t);
     d.record(Verdict::GatewayError, &limits(), t);
     assert_eq!(d.record(Verdict::ServerError, &limits(), t), None);
@@ -71,7 +112,7 @@ fn a_plain_5xx_breaks_a_gateway_streak_but_extends_the_5xx_streak() {
 #[test]
 fn client_errors_neither_count_nor_reset() {
     let t = Instant::now();
-    let mut d = Detector::new();
+    let mut d = Solo::default();
     for _ in 0..4 {
         d.record(Verdict::ServerError, &limits(), t);
         assert_eq!(d.record(Verdict::ClientError, &limits(), t), None);
@@ -87,7 +128,7 @@ fn client_errors_neither_count_nor_reset() {
 #[test]
 fn a_thousand_client_errors_never_trip() {
     let t = Instant::now();
-    let mut d = Detector::new();
+    let mut d = Solo::default();
     for i in 0..1000u64 {
         let at = t + Duration::from_millis(i);
         assert_eq!(d.record(Verdict::ClientError, &limits(), at), None);
@@ -97,7 +138,7 @@ fn a_thousand_client_errors_never_trip() {
 #[test]
 fn a_success_resets_both_streaks() {
     let t = Instant::now();
-    let mut d = Detector::new();
+    let mut d = Solo::default();
     d.record(Verdict::GatewayError, &limits(), t);
     d.record(Verdict::GatewayError, &limits(), t);
     d.record(Verdict::Success, &limits(), t);
@@ -111,7 +152,7 @@ fn a_success_resets_both_streaks() {
 #[test]
 fn error_rate_trips_only_with_enough_requests_in_the_window() {
     let t = Instant::now();
-    let mut d = Detector::new();
+    let mut d = Solo::default();
     // 1 failure in 5 is exactly 20%: not above. Keep it up to 40 requests.
     for i in 0..40 {
         let o = if i % 5 == 4 {
@@ -131,7 +172,7 @@ fn error_rate_trips_only_with_enough_requests_in_the_window() {
 #[test]
 fn error_rate_ignores_failures_that_left_the_window() {
     let t = Instant::now();
-    let mut d = Detector::new();
+    let mut d = Solo::default();
     for _ in 0..15 {
         d.record(Verdict::ServerError, &only_rate(), t);
     }
@@ -146,7 +187,7 @@ fn error_rate_ignores_failures_that_left_the_window() {
 #[test]
 fn reset_forgets_streaks_and_window() {
     let t = Instant::now();
-    let mut d = Detector::new();
+    let mut d = Solo::default();
     for _ in 0..10 {
         d.record(Verdict::ServerError, &only_rate(), t);
     }
@@ -157,4 +198,45 @@ fn reset_forgets_streaks_and_window() {
         0
     );
     d.expire(only_rate().error_rate_window, t + 60 * SEC);
+}
+
+#[test]
+fn with_clean_peers_an_endpoint_failing_below_the_threshold_trips_on_its_own_few_requests() {
+    let t = Instant::now();
+    let l = only_rate();
+    let mut pool = ErrorRateWindow::new();
+    let (mut bad, mut peer) = (Detector::new(), Detector::new());
+    for _ in 0..1000 {
+        assert_eq!(record(&mut peer, &mut pool, Verdict::Success, &l, t), None);
+    }
+    // 3 failures in 15 requests: 20%, not above the threshold, and under minRequests.
+    let mut tripped = None;
+    for i in 0..15 {
+        let v = if i % 5 == 4 {
+            Verdict::ServerError
+        } else {
+            Verdict::Success
+        };
+        tripped = tripped.or(record(&mut bad, &mut pool, v, &l, t).map(|trip| (i, trip)));
+    }
+    assert_eq!(tripped, Some((14, Trip::ErrorRate)));
+}
+
+#[test]
+fn when_every_endpoint_fails_alike_none_trips_on_the_error_rate() {
+    let t = Instant::now();
+    let l = only_rate();
+    let mut pool = ErrorRateWindow::new();
+    let mut endpoints = [Detector::new(), Detector::new(), Detector::new()];
+    // Each sheds 30%, above the threshold: an overload, not an outlier.
+    for i in 0..600 {
+        let v = if i % 10 < 3 {
+            Verdict::GatewayError
+        } else {
+            Verdict::Success
+        };
+        let at = t + Duration::from_millis(i as u64 * 5);
+        let d = &mut endpoints[(i / 10) % 3];
+        assert_eq!(record(d, &mut pool, v, &l, at), None, "request {i}");
+    }
 }

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{ErrorRateWindow, WindowCounts};
+use super::{ErrorRateWindow, RecentOutcomes, WindowCounts};
 
 const WINDOW: Duration = Duration::from_secs(10);
 const SEC: Duration = Duration::from_secs(1);
@@ -43,7 +43,7 @@ fn old_failures_leave_the_window() {
     );
     // …and gone once the window plus one bucket has passed.
     assert_eq!(w.counts(WINDOW, t0 + WINDOW + SEC).failures, 0);
-    assert!(!w.exceeds(0.1, 1, WINDOW, t0 + WINDOW + SEC));
+    assert_eq!(w.counts(WINDOW, t0 + WINDOW + SEC).requests, 0);
 }
 
 #[test]
@@ -63,46 +63,12 @@ fn window_slides_failures_out_while_newer_successes_stay() {
 }
 
 #[test]
-fn below_min_requests_never_exceeds_even_at_full_failure() {
+fn zero_window_records_nothing() {
     let t0 = Instant::now();
-    let mut w = ErrorRateWindow::new();
-    record_n(&mut w, 19, true, t0);
-    assert!(!w.exceeds(0.2, 20, WINDOW, t0));
-    w.record(true, WINDOW, t0);
-    assert!(w.exceeds(0.2, 20, WINDOW, t0));
-}
-
-#[test]
-fn rate_must_be_strictly_above_threshold() {
-    let t0 = Instant::now();
-    let mut w = ErrorRateWindow::new();
-    record_n(&mut w, 2, true, t0);
-    record_n(&mut w, 8, false, t0);
-    assert!(
-        !w.exceeds(0.2, 10, WINDOW, t0),
-        "exactly 20% is not above 20%"
-    );
-    w.record(true, WINDOW, t0);
-    assert!(w.exceeds(0.2, 10, WINDOW, t0));
-}
-
-#[test]
-fn zero_threshold_disables_and_zero_window_records_nothing() {
-    let t0 = Instant::now();
-    let mut w = ErrorRateWindow::new();
-    record_n(&mut w, 50, true, t0);
-    assert!(!w.exceeds(0.0, 1, WINDOW, t0));
     let mut z = ErrorRateWindow::new();
     z.record(true, Duration::ZERO, t0);
     assert_eq!(z.counts(WINDOW, t0), WindowCounts::default());
-    assert!(!z.exceeds(0.5, 0, Duration::ZERO, t0));
-}
-
-#[test]
-fn zero_min_requests_still_needs_one_request() {
-    let t0 = Instant::now();
-    let w = ErrorRateWindow::new();
-    assert!(!w.exceeds(0.1, 0, WINDOW, t0));
+    assert_eq!(z.counts(Duration::ZERO, t0), WindowCounts::default());
 }
 
 #[test]
@@ -137,4 +103,29 @@ fn a_shorter_window_after_reload_applies_immediately() {
     let short = Duration::from_secs(2);
     assert_eq!(w.counts(WINDOW, t0 + 5 * SEC).failures, 4);
     assert_eq!(w.counts(short, t0 + 5 * SEC).failures, 0);
+}
+
+#[test]
+fn recent_outcomes_count_the_last_n_whatever_their_age() {
+    let mut r = RecentOutcomes::default();
+    assert_eq!(r.counts(20), WindowCounts::default());
+    for i in 0..100 {
+        r.push(i % 10 == 0);
+    }
+    // The last 20 of 100 hold two failures (requests 80 and 90).
+    assert_eq!(
+        r.counts(20),
+        WindowCounts {
+            requests: 20,
+            failures: 2
+        }
+    );
+    assert_eq!(r.counts(64).requests, 64);
+    assert_eq!(r.counts(1000).requests, 64, "at most 64 are remembered");
+    r.push(true);
+    assert_eq!(r.counts(1).failures, 1);
+    r.clear();
+    assert_eq!(r.counts(64), WindowCounts::default());
+    r.push(false);
+    assert_eq!(r.counts(20).requests, 1);
 }

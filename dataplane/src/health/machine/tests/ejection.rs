@@ -176,7 +176,7 @@ fn ejection_time_grows_with_each_ejection_and_is_capped() {
 #[test]
 fn ejection_lasts_exactly_its_time_not_less() {
     let mut fx = Fx::healthy(settings(), 4);
-    fx.eject(1);
+    fx.eject_passively(1);
     fx.probes(1, true, 2);
     fx.advance(BASE - Duration::from_millis(1));
     assert_eq!(fx.state(1), State::Ejected);

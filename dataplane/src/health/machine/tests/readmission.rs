@@ -22,9 +22,9 @@ fn ejected_endpoint_returns_only_through_probation() {
 }
 
 #[test]
-fn probe_evidence_before_expiry_does_not_shorten_the_ejection() {
+fn probe_successes_do_not_shorten_an_ejection_for_a_fault_the_probes_never_saw() {
     let mut fx = Fx::healthy(settings(), 4);
-    fx.eject(1);
+    fx.eject_passively(1);
     for _ in 0..29 {
         assert_eq!(fx.advance(SEC), vec![]);
         assert_eq!(fx.probe(1, true), vec![]);
@@ -239,4 +239,85 @@ fn an_idle_pools_probes_still_carry_an_endpoint_through_probation() {
     fx.advance(super::super::RECENT_TRAFFIC);
     fx.probes(1, true, 5);
     assert_eq!(fx.state(1), State::Healthy);
+}
+
+#[test]
+fn a_first_ejection_the_probes_saw_ends_as_soon_as_they_pass() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.advance(SEC);
+    assert_eq!(fx.probe(1, true), vec![]);
+    assert_eq!(
+        fx.probe(1, true),
+        vec![moved(
+            1,
+            State::Ejected,
+            State::Probation,
+            Reason::ProbeSucceeded
+        )],
+        "healthyThreshold probes after the ejection prove the recovery, 28 s early"
+    );
+    assert_eq!(fx.class(1), Some(RouteClass::Probation));
+}
+
+#[test]
+fn a_passive_ejection_ends_early_once_probes_failed_and_then_passed() {
+    let mut fx = Fx::healthy(settings(), 4);
+    // Refused connections: the requests eject it, then the probes see the refusals too.
+    fx.eject_passively(1);
+    fx.advance(SEC);
+    assert_eq!(fx.probe(1, false), vec![]);
+    fx.advance(SEC);
+    assert_eq!(fx.probe(1, true), vec![]);
+    assert_eq!(fx.probe(1, true).len(), 1);
+    assert_eq!(fx.state(1), State::Probation);
+}
+
+#[test]
+fn a_repeat_offender_serves_its_whole_growing_ejection() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.probes(1, true, 2);
+    assert_eq!(fx.state(1), State::Probation);
+    // Fails probation: the second ejection, 60 s, which probe successes do not cut short.
+    fx.probe(1, false);
+    assert_eq!(fx.state(1), State::Ejected);
+    assert_eq!(fx.report(1).ejection_multiplier, 2);
+    fx.probe(1, false);
+    for _ in 0..59 {
+        fx.advance(SEC);
+        fx.probe(1, true);
+        assert_eq!(fx.state(1), State::Ejected);
+    }
+    fx.advance(SEC);
+    assert_eq!(fx.state(1), State::Probation);
+}
+
+#[test]
+fn once_the_multiplier_has_decayed_an_ejection_is_a_first_one_again() {
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.probes(1, true, 2);
+    fx.requests(1, Verdict::Success, 5);
+    assert_eq!(fx.state(1), State::Healthy);
+    fx.advance(BASE);
+    fx.probe(1, true);
+    assert_eq!(
+        fx.report(1).ejection_multiplier,
+        0,
+        "decayed after base spent healthy"
+    );
+    fx.eject(1);
+    assert_eq!(fx.report(1).ejection_multiplier, 1);
+    fx.probes(1, true, 2);
+    assert_eq!(fx.state(1), State::Probation);
+}
+
+#[test]
+fn without_probes_nothing_ends_an_ejection_early() {
+    let mut fx = Fx::healthy(passive_only(), 4);
+    fx.requests(1, Verdict::GatewayError, 3);
+    fx.probes(1, true, 5);
+    assert_eq!(fx.advance(BASE - SEC), vec![]);
+    assert_eq!(fx.state(1), State::Ejected);
 }

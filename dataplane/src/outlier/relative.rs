@@ -1,0 +1,95 @@
+//! The error-rate rule's judgement: is this endpoint failing *unlike its peers*?
+//!
+//! An absolute threshold alone ejects healthy endpoints in a uniform overload (every endpoint
+//! sheds 20%, each one drifts above the threshold in turn, and each ejection loads the rest) and
+//! is slow for an endpoint the balancer is already steering away from (it needs `minRequests`
+//! of its own, and its successes from before the fault dilute its rate for a whole window). So,
+//! when the rest of the pool has enough requests in the window to compare with, the rule is
+//! relative. An endpoint trips when
+//! - its window's failure share is statistically clearly above its peers' over the same window
+//!   (the lower Wilson bound of its share above the upper bound of theirs, at [`CONFIDENCE_Z`]):
+//!   the same window on both sides, so an overload that hits everyone at once is no outlier;
+//! - it has at least [`relative_min_requests`] requests and three failures in that window: the
+//!   statistics, not a fixed count, guard against noise;
+//! - and its own last `minRequests` outcomes (however old, [`super::RecentOutcomes`]) hold three
+//!   failures and at least half the threshold: it fails *now*, and by an amount that matters.
+//!
+//! Without peers to compare with (a one-endpoint pool, a pool whose other endpoints are idle),
+//! DESIGN.md's absolute rule applies unchanged.
+
+use super::{Limits, WindowCounts};
+
+/// Two-sided z of the Wilson intervals: 3.0 (one-sided about 99.9% each), chosen by simulating
+/// the rule on every request of a 10 s window: three endpoints shedding 20% each never tripped
+/// in 40 seeded runs, one endpoint failing 20% of a 7% traffic share tripped after a median
+/// 1.2 s.
+pub const CONFIDENCE_Z: f64 = 3.0;
+
+/// Fewest requests of its own the relative rule judges an endpoint on.
+const RELATIVE_FLOOR: u32 = 5;
+
+/// Fewest failures, in the window and among the recent outcomes, the relative rule ejects on:
+/// against a thousand clean peer requests one failure in five is already "significant", but an
+/// endpoint that fails 1% of the time shows that too often.
+const RELATIVE_MIN_FAILURES: u64 = 3;
+
+/// How many of an endpoint's last outcomes count as "recent": `minRequests`, within 5..=64.
+pub fn recent_len(min_requests: u32) -> u32 {
+    min_requests.clamp(RELATIVE_FLOOR, 64)
+}
+
+/// The endpoint's own requests the relative rule needs: a quarter of `minRequests`, at least
+/// [`RELATIVE_FLOOR`] (never more than `minRequests`).
+pub fn relative_min_requests(min_requests: u32) -> u32 {
+    (min_requests / 4)
+        .max(RELATIVE_FLOOR)
+        .min(min_requests.max(1))
+}
+
+/// Whether the error-rate rule trips for an endpoint whose window holds `own` and whose last
+/// [`recent_len`] outcomes hold `recent`, in a pool whose other endpoints' windows hold `peers`
+/// together. A threshold of 0 disables the rule.
+pub fn trips(
+    own: WindowCounts,
+    recent: WindowCounts,
+    peers: WindowCounts,
+    limits: &Limits,
+) -> bool {
+    let threshold = limits.error_rate_threshold;
+    if threshold <= 0.0 || own.requests == 0 {
+        return false;
+    }
+    if peers.requests < u64::from(limits.error_rate_min_requests.max(1)) {
+        // Nobody to compare with: DESIGN.md's absolute rule.
+        return own.requests >= u64::from(limits.error_rate_min_requests) && own.rate() > threshold;
+    }
+    own.requests >= u64::from(relative_min_requests(limits.error_rate_min_requests))
+        && own.failures >= RELATIVE_MIN_FAILURES
+        && recent.failures >= RELATIVE_MIN_FAILURES
+        && recent.rate() >= threshold / 2.0
+        && wilson_lower(own) > wilson_upper(peers)
+}
+
+/// Lower bound of the Wilson score interval of `c`'s failure share.
+fn wilson_lower(c: WindowCounts) -> f64 {
+    let (centre, margin, scale) = wilson(c);
+    ((centre - margin) / scale).max(0.0)
+}
+
+/// Upper bound of the Wilson score interval of `c`'s failure share.
+fn wilson_upper(c: WindowCounts) -> f64 {
+    let (centre, margin, scale) = wilson(c);
+    ((centre + margin) / scale).min(1.0)
+}
+
+fn wilson(c: WindowCounts) -> (f64, f64, f64) {
+    let n = c.requests as f64;
+    let p = c.rate();
+    let z2 = CONFIDENCE_Z * CONFIDENCE_Z;
+    let centre = p + z2 / (2.0 * n);
+    let margin = CONFIDENCE_Z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    (centre, margin, 1.0 + z2 / n)
+}
+
+#[cfg(test)]
+mod tests;
