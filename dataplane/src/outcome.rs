@@ -71,6 +71,24 @@ impl Outcome {
         }
     }
 
+    /// Whether the endpoint was heard from at all, for the balancer's stall watch: `Some(true)`
+    /// for any answer, a reset or a protocol error (something came back); `Some(false)` when
+    /// it had its whole allowance and said nothing; `None` when the try says nothing either
+    /// way (a failed connect may be a quick refusal or a dropped SYN; the other endings are
+    /// not the endpoint's doing).
+    pub fn heard_from(self) -> Option<bool> {
+        match self {
+            Self::Answered(_) | Self::Reset | Self::ProtocolError => Some(true),
+            Self::TimedOut => Some(false),
+            Self::ConnectFailed
+            | Self::DeadPooledConnection
+            | Self::DeadlineCut
+            | Self::ClientBodyFailed
+            | Self::ClientBodyStalled
+            | Self::ClosedLocally => None,
+        }
+    }
+
     /// The `outcome` label of `rollcall_attempts_total` (one of `ATTEMPT_OUTCOMES`).
     pub fn attempt_label(self) -> &'static str {
         match self {

@@ -150,3 +150,45 @@ async fn an_endpoint_failing_unlike_its_peers_is_ejected_below_the_absolute_thre
     );
     assert!(errors.iter().all(|e| e.starts_with("500")), "{errors:?}");
 }
+
+/// Open-loop traffic: a `GET /` on its own connection every `every`, whatever happened to the
+/// earlier ones (closed-loop clients would all end up trapped in a black hole and stop).
+fn paced(target: std::net::SocketAddr, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        loop {
+            ticks.tick().await;
+            tokio::spawn(rollcall_testkit::client::get(target, "/"));
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_holed_endpoint_gets_no_new_requests_long_before_any_timeout_or_ejection() {
+    let b = backends(3, Behavior::ok()).await;
+    let addrs: Vec<_> = b.iter().map(|b| b.addr()).collect();
+    // No probes and a 5 s per-try timeout: nothing but the stall watch can react within
+    // seconds. Round robin would otherwise send it every third request until then.
+    let policy = "{healthCheck: {type: None}, loadBalancer: {algorithm: RoundRobin}, retries: {perTryTimeout: 5s}}";
+    let h = Harness::start(&config(&addrs, policy)).await;
+    let load = paced(h.listen("web").await, Duration::from_millis(5));
+    b[0].wait_for_requests(100).await;
+    b[1].set_behavior(Behavior::BlackHole);
+    let before = b[1].requests();
+    // About two seconds of traffic at 200 requests/s, two thirds of it on the live backends.
+    let target = b[0].requests() + b[2].requests() + 270;
+    while b[0].requests() + b[2].requests() < target {
+        b[0].wait_for_requests(b[0].requests() + 10).await;
+    }
+    let swallowed = b[1].requests() - before;
+    load.abort();
+    let endpoint = h.endpoint("web", addrs[1]).await.expect("endpoint");
+    // Its third of ~200 ms until the stall is noticed (about 13) plus a trial: far from the
+    // ~130 it would get in those two seconds.
+    assert!(swallowed <= 30, "the black hole got {swallowed} requests");
+    assert_eq!(
+        endpoint.health.state,
+        State::Healthy,
+        "avoided, not ejected: the try timeout has not passed"
+    );
+}

@@ -1,5 +1,5 @@
 //! Live load of one endpoint: requests in flight, peak-EWMA latency of successes, the recent
-//! error rate and the static weight. The pool shares one `Arc<EndpointLoad>` per endpoint with
+//! error rate, the static weight, and whether it has stopped answering (a stall). The pool shares one `Arc<EndpointLoad>` per endpoint with
 //! every selector built over it, so the statistics survive selector rebuilds. Reads and writes
 //! are plain atomics; time is always passed in.
 //!
@@ -26,6 +26,30 @@ const ERROR_ALPHA: f64 = 0.01;
 /// Marks "no latency sample yet" (a NaN payload we never store as a value).
 const EMPTY: u64 = u64::MAX;
 
+/// Marks "every try sent has been answered" in `unanswered_since`.
+const ANSWERED: u64 = u64::MAX;
+
+/// A stall is declared after no answer for this long at least, however fast the endpoint was.
+pub const STALL_FLOOR: Duration = Duration::from_millis(200);
+
+/// …and after this many times the endpoint's own latency estimate, when that is longer.
+pub const STALL_MULTIPLE: f64 = 8.0;
+
+/// A stalled endpoint with nothing in flight gets one trial try this long after its stall began,
+/// and another every time that one goes unanswered: a stall is not forever.
+pub const STALL_RETRY: Duration = Duration::from_secs(2);
+
+/// Whether an endpoint is stalled: it has tries waiting (or its last try went unanswered) and
+/// has answered nothing for longer than `threshold`. With nothing in flight, a trial is due once
+/// [`STALL_RETRY`] has passed (and again each time a trial is not answered either).
+pub fn is_stalled(waiting: u64, unanswered_for: Option<Duration>, threshold: Duration) -> bool {
+    match unanswered_for {
+        None => false,
+        Some(quiet) if waiting == 0 => quiet > threshold && quiet < STALL_RETRY,
+        Some(quiet) => quiet > threshold,
+    }
+}
+
 /// Live statistics of one endpoint. Create one per endpoint when it joins the pool and keep it
 /// for as long as the endpoint stays.
 #[derive(Debug)]
@@ -35,6 +59,11 @@ pub struct EndpointLoad {
     latency: AtomicU64,
     errors: AtomicU64,
     weight: AtomicU32,
+    /// Tries sent through [`EndpointLoad::start_try`] and not settled yet.
+    waiting: AtomicU64,
+    /// Since when (ms stamp) the endpoint has answered nothing while tries were waiting, or
+    /// since a try went unanswered; [`ANSWERED`] when all is answered.
+    unanswered_since: AtomicU64,
 }
 
 /// One request in flight to an endpoint. Dropping it, however that happens (finished, failed,
@@ -43,6 +72,8 @@ pub struct EndpointLoad {
 #[derive(Debug)]
 pub struct InFlight {
     load: Arc<EndpointLoad>,
+    /// Started with [`EndpointLoad::start_try`] and not yet settled with [`InFlight::answered`].
+    awaiting: bool,
 }
 
 // === impl EndpointLoad ===
@@ -62,6 +93,8 @@ impl EndpointLoad {
             latency: AtomicU64::new(EMPTY),
             errors: AtomicU64::new(pack(0.0, 0)),
             weight: AtomicU32::new(weight.max(1)),
+            waiting: AtomicU64::new(0),
+            unanswered_since: AtomicU64::new(ANSWERED),
         }
     }
 
@@ -70,6 +103,80 @@ impl EndpointLoad {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
         InFlight {
             load: Arc::clone(self),
+            awaiting: false,
+        }
+    }
+
+    /// Start a try sent `now` whose answer is awaited: in flight like [`EndpointLoad::start`],
+    /// and watched for a stall until [`InFlight::answered`] settles it.
+    pub fn start_try(self: &Arc<Self>, now: Instant) -> InFlight {
+        let mut guard = self.start();
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let _ = self.unanswered_since.compare_exchange(
+            ANSWERED,
+            u64::from(self.stamp(now)),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        guard.awaiting = true;
+        guard
+    }
+
+    /// Whether the endpoint has stopped answering: see [`is_stalled`]. The threshold is
+    /// [`STALL_MULTIPLE`] times its latency estimate, at least [`STALL_FLOOR`].
+    pub fn stalled(&self, now: Instant) -> bool {
+        let since = self.unanswered_since.load(Ordering::Acquire);
+        if since == ANSWERED {
+            return false;
+        }
+        let quiet = Duration::from_secs_f64(self.elapsed_secs(since as u32, now));
+        let threshold = self.latency_secs(now).map_or(STALL_FLOOR, |secs| {
+            STALL_FLOOR.max(Duration::from_secs_f64(secs * STALL_MULTIPLE))
+        });
+        is_stalled(self.waiting.load(Ordering::Acquire), Some(quiet), threshold)
+    }
+
+    /// One awaited try settled: `responded` when the endpoint showed it is there (any answer,
+    /// a reset, a refusal), not when the try ran out of time unanswered.
+    fn settle(&self, responded: bool, now: Instant) {
+        let left = self
+            .waiting
+            .fetch_sub(1, Ordering::AcqRel)
+            .saturating_sub(1);
+        if responded {
+            let next = if left == 0 {
+                ANSWERED
+            } else {
+                // The others still waiting are judged from this answer on.
+                u64::from(self.stamp(now))
+            };
+            self.unanswered_since.store(next, Ordering::Release);
+        }
+    }
+
+    /// An awaited try abandoned without a verdict (the client left, the request was cut): no
+    /// evidence either way. Forget the wait when nothing else is waiting and it had not yet
+    /// become a stall.
+    fn abandon(&self, now: Instant) {
+        let left = self
+            .waiting
+            .fetch_sub(1, Ordering::AcqRel)
+            .saturating_sub(1);
+        if left > 0 {
+            return;
+        }
+        let since = self.unanswered_since.load(Ordering::Acquire);
+        if since == ANSWERED {
+            return;
+        }
+        let quiet = self.elapsed_secs(since as u32, now);
+        if quiet <= STALL_FLOOR.as_secs_f64() {
+            let _ = self.unanswered_since.compare_exchange(
+                since,
+                ANSWERED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
         }
     }
 
@@ -198,10 +305,27 @@ impl InFlight {
     pub fn load(&self) -> &Arc<EndpointLoad> {
         &self.load
     }
+
+    /// The try's wait is over (its headers came, or it failed). `heard` is what that says
+    /// about the endpoint answering at all ([`crate::outcome::Outcome::heard_from`]): `Some(true)`
+    /// it did, `Some(false)` it had its full time and said nothing, `None` no evidence. The
+    /// guard stays in flight for the body.
+    pub fn answered(&mut self, heard: Option<bool>, now: Instant) {
+        if std::mem::take(&mut self.awaiting) {
+            match heard {
+                Some(responded) => self.load.settle(responded, now),
+                None => self.load.abandon(now),
+            }
+        }
+    }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        if self.awaiting {
+            // Dropped mid-try: the request future was cancelled (the client left).
+            self.load.abandon(Instant::now());
+        }
         self.load.outstanding.fetch_sub(1, Ordering::AcqRel);
     }
 }

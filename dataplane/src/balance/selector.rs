@@ -252,13 +252,21 @@ impl Selector {
         } else {
             (first, second)
         };
-        if !self.over_cap(better, pick) {
-            return Some(better);
+        for choice in [better, worse] {
+            if !self.stalled(choice, pick) && !self.over_cap(choice, pick) {
+                return Some(choice);
+            }
         }
-        if !self.over_cap(worse, pick) {
-            return Some(worse);
+        if let Some(any) = self.any_under_cap(rng, pick) {
+            return Some(any);
         }
-        Some(self.any_under_cap(rng, pick).unwrap_or(better))
+        // Everything live is over its cap: the better live choice, then the better one.
+        Some(
+            [better, worse]
+                .into_iter()
+                .find(|&i| !self.stalled(i, pick))
+                .unwrap_or(better),
+        )
     }
 
     /// A random allowed candidate other than `other`.
@@ -283,14 +291,19 @@ impl Selector {
         (0..n).map(|k| (start + k) % n).find(|&i| allowed(i))
     }
 
-    /// The first allowed candidate under its cap, scanning from a random place. Only reached
-    /// when both random choices are over their caps.
+    /// The first allowed, live candidate under its cap, scanning from a random place. Only
+    /// reached when both random choices are stalled or over their caps.
     fn any_under_cap<R: Rng + ?Sized>(&self, rng: &mut R, pick: &Pick<'_>) -> Option<usize> {
         let n = self.candidates.len();
         let start = rng.random_range(0..n);
         (0..n)
             .map(|k| (start + k) % n)
-            .find(|&i| !self.excluded(i, pick) && !self.over_cap(i, pick))
+            .find(|&i| !self.excluded(i, pick) && !self.stalled(i, pick) && !self.over_cap(i, pick))
+    }
+
+    /// Whether the candidate has stopped answering (`EndpointLoad::stalled`).
+    fn stalled(&self, index: usize, pick: &Pick<'_>) -> bool {
+        self.candidates[index].load.stalled(pick.now)
     }
 
     fn costs(&self, a: usize, b: usize, now: Instant, cost: Cost) -> (f64, f64) {
@@ -341,13 +354,17 @@ impl Selector {
                 self.excluded(i, pick) || capped.contains(&i)
             });
             let Some(index) = next else { break };
-            if !self.over_cap(index, pick) {
+            if !self.stalled(index, pick) && !self.over_cap(index, pick) {
                 return Some(index);
             }
             capped[slot] = index;
         }
-        // Every winner was over its cap: the first one stands.
-        capped.first().copied().filter(|&i| i != usize::MAX)
+        // Every winner was stalled or over its cap: the first live one stands, else the first.
+        let tried = capped.iter().copied().filter(|&i| i != usize::MAX);
+        tried
+            .clone()
+            .find(|&i| !self.stalled(i, pick))
+            .or_else(|| tried.clone().next())
     }
 
     fn ring(&self, ring: &Ring, key: &[u8], pick: &Pick<'_>) -> Option<usize> {
@@ -359,7 +376,7 @@ impl Selector {
                 continue;
             }
             previous = index;
-            if !self.over_cap(index, pick) {
+            if !self.stalled(index, pick) && !self.over_cap(index, pick) {
                 return Some(index);
             }
             owner.get_or_insert(index);

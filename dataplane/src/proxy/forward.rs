@@ -113,9 +113,10 @@ pub async fn forward(
                 return respond(&pool, answer, None, kept, &detail, received, &progress);
             }
         };
-        let guard = endpoint.load.start();
+        let mut guard = endpoint.load.start_try(now);
         let result =
             attempt::run(&endpoint, &outgoing, &mut body, &progress, &mut plan.clock).await;
+        guard.answered(result.outcome.heard_from(), result.ended);
         pool.record_attempt(&endpoint, result.outcome, &result.detail);
         let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr);
         let next = plan.after_try(

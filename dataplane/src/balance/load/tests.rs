@@ -233,3 +233,109 @@ fn concurrent_guards_from_many_threads_balance_out() {
     assert_eq!(load.outstanding(), 0);
     assert!(load.latency(t0 + ms(1_000)).is_some());
 }
+
+// --- stalls ---
+
+#[test]
+fn stall_verdict_at_its_edges() {
+    let t = ms(200);
+    assert!(!is_stalled(3, None, t), "everything answered");
+    assert!(
+        !is_stalled(3, Some(ms(200)), t),
+        "exactly the threshold is not beyond it"
+    );
+    assert!(is_stalled(3, Some(ms(201)), t));
+    assert!(
+        is_stalled(1, Some(Duration::from_secs(60)), t),
+        "waiting: for as long as it waits"
+    );
+    // Nothing in flight, last try unanswered: avoided until a trial is due.
+    assert!(is_stalled(0, Some(ms(201)), t));
+    assert!(is_stalled(0, Some(STALL_RETRY - ms(1)), t));
+    assert!(!is_stalled(0, Some(STALL_RETRY), t), "a trial is due");
+    assert!(!is_stalled(0, Some(ms(100)), t));
+}
+
+#[test]
+fn an_endpoint_that_answers_nothing_while_tries_wait_is_stalled_after_the_floor() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    let _try = load.start_try(t0);
+    assert!(!load.stalled(t0 + ms(200)));
+    assert!(load.stalled(t0 + ms(201)));
+}
+
+#[test]
+fn an_answer_ends_the_stall_and_the_others_waiting_are_judged_from_it() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    let mut first = load.start_try(t0);
+    let _second = load.start_try(t0 + ms(50));
+    first.answered(Some(true), t0 + ms(150));
+    first.finish(Verdict::Success, ms(10), t0 + ms(150));
+    // The second try waits since t0 + 50 ms, but the endpoint answered at 150 ms.
+    assert!(!load.stalled(t0 + ms(300)));
+    assert!(load.stalled(t0 + ms(351)));
+}
+
+#[test]
+fn a_slow_endpoint_gets_eight_times_its_latency_before_it_counts_as_stalled() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    load.start().finish(Verdict::Success, ms(100), t0);
+    let _try = load.start_try(t0);
+    assert!(!load.stalled(t0 + ms(800)));
+    assert!(load.stalled(t0 + ms(801)));
+}
+
+#[test]
+fn a_try_that_times_out_unanswered_keeps_the_endpoint_stalled_until_a_trial() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    let mut lost = load.start_try(t0);
+    lost.answered(Some(false), t0 + ms(1000));
+    drop(lost);
+    assert!(
+        load.stalled(t0 + ms(1000)),
+        "nothing waits, but nothing was answered"
+    );
+    assert!(!load.stalled(t0 + STALL_RETRY), "a trial is due");
+    // The trial goes unanswered too: stalled again at once, while it waits.
+    let mut trial = load.start_try(t0 + STALL_RETRY);
+    assert!(load.stalled(t0 + STALL_RETRY + ms(1)));
+    // It is answered: all clear.
+    trial.answered(Some(true), t0 + STALL_RETRY + ms(10));
+    assert!(!load.stalled(t0 + STALL_RETRY + ms(500)));
+}
+
+#[test]
+fn a_try_abandoned_before_it_could_stall_says_nothing() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    let mut cut = load.start_try(t0);
+    cut.answered(None, t0 + ms(50));
+    assert!(!load.stalled(t0 + ms(500)));
+    // One abandoned after the endpoint had already gone quiet keeps the evidence.
+    let mut quiet = load.start_try(t0 + ms(1000));
+    quiet.answered(None, t0 + ms(1300));
+    assert!(load.stalled(t0 + ms(1300)));
+}
+
+#[test]
+fn a_dropped_try_releases_its_wait() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    let waiting = load.start_try(t0);
+    assert_eq!(load.outstanding(), 1);
+    drop(waiting);
+    assert_eq!(load.outstanding(), 0);
+    assert_eq!(load.waiting.load(Ordering::Acquire), 0);
+}
+
+#[test]
+fn requests_started_without_a_try_are_never_judged_for_stalls() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    let _held = load.start();
+    assert!(!load.stalled(t0 + Duration::from_secs(60)));
+}

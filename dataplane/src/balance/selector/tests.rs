@@ -1,6 +1,7 @@
 //! Tests of the selector: exclusions, power of two choices, peak EWMA and the share cap.
 
 use super::*;
+use crate::balance::InFlight;
 use crate::balance::test_support::{ALL, Backend, Fixture, addr, config, ms, rng, simulate};
 use crate::outcome::Verdict;
 
@@ -336,4 +337,76 @@ fn pick_with_the_same_seed_is_reproducible() {
         order
     };
     assert_eq!(run(), run());
+}
+
+// --- stalls ---
+
+/// Endpoint `index` has a try waiting since `t0` and has answered nothing since.
+fn stall(fixture: &Fixture, index: usize) -> InFlight {
+    fixture.loads[index].start_try(fixture.t0)
+}
+
+#[test]
+fn a_stalled_endpoint_gets_no_new_try_from_any_algorithm() {
+    for algorithm in ALL {
+        let fixture = Fixture::new(3);
+        let selector = fixture.selector(algorithm);
+        let _stuck = stall(&fixture, 1);
+        let mut rng = rng(3);
+        let later = fixture.at(300);
+        for n in 0..300u32 {
+            let key = n.to_be_bytes();
+            let picked = selector
+                .pick_with(&mut rng, Some(&key[..]), &[], later)
+                .expect("a pick");
+            assert_ne!(picked.addr, addr(2), "{algorithm:?}, pick {n}");
+        }
+    }
+}
+
+#[test]
+fn before_the_stall_threshold_the_endpoint_is_picked_as_usual() {
+    for algorithm in ALL {
+        let fixture = Fixture::new(3);
+        let selector = fixture.selector(algorithm);
+        let _waiting = stall(&fixture, 1);
+        // The others as busy, so least-request has no reason of its own to avoid it.
+        let _busy = [fixture.hold(0, 1), fixture.hold(2, 1)];
+        let mut rng = rng(5);
+        let picked = (0..300u32)
+            .filter_map(|n| {
+                let key = n.to_be_bytes();
+                selector.pick_with(&mut rng, Some(&key[..]), &[], fixture.at(100))
+            })
+            .filter(|c| c.addr == addr(2))
+            .count();
+        assert!(picked > 0, "{algorithm:?}");
+    }
+}
+
+#[test]
+fn when_every_endpoint_is_stalled_the_algorithm_still_picks() {
+    for algorithm in ALL {
+        let fixture = Fixture::new(3);
+        let selector = fixture.selector(algorithm);
+        let _stuck: Vec<InFlight> = (0..3).map(|i| stall(&fixture, i)).collect();
+        assert!(
+            selector
+                .pick(Some(b"user-1"), &[], fixture.at(1000))
+                .is_some(),
+            "{algorithm:?}"
+        );
+    }
+}
+
+#[test]
+fn a_stalled_endpoint_is_the_last_resort_not_excluded() {
+    for algorithm in ALL {
+        let fixture = Fixture::new(2);
+        let selector = fixture.selector(algorithm);
+        let _stuck = stall(&fixture, 1);
+        // The only other endpoint was tried already: the stalled one is all that is left.
+        let picked = selector.pick(Some(b"user-1"), &[addr(1)], fixture.at(1000));
+        assert_eq!(picked.map(|c| c.addr), Some(addr(2)), "{algorithm:?}");
+    }
 }
