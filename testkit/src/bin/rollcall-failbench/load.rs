@@ -1,7 +1,8 @@
 //! Open-loop client traffic: a fixed number of requests per second, each sent on schedule
 //! whatever happened to the previous ones (so a stalled backend cannot slow the load down and
 //! hide its own latency), over a pool of keep-alive connections that grows only when every
-//! connection is busy. No retries: what this client sees is what a user would see.
+//! connection is busy. One request in five is a `POST` (which no proxy here retries after it was
+//! sent), the rest `GET`s. No client retries: what this client sees is what a user would see.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +25,12 @@ pub struct Record {
     /// `None` for a 2xx; otherwise the kind: a status (`503`), `timeout`, `reset/closed`,
     /// `connect error`.
     pub failure: Option<String>,
+    /// A `POST` (one in five), not a `GET`.
+    pub post: bool,
 }
+
+/// Every how many requests one is a `POST`.
+const POST_EVERY: u64 = 5;
 
 /// Running load; [`Load::finish`] stops it and hands the records over. Dropping it aborts
 /// everything at once.
@@ -97,16 +103,17 @@ async fn dispatch(
     // Open loop: a late tick is sent at once (Burst), never skipped.
     ticks.set_missed_tick_behavior(MissedTickBehavior::Burst);
     let mut requests = JoinSet::new();
-    loop {
+    for index in 0u64.. {
         let due = tokio::select! {
             due = ticks.tick() => due,
             _ = &mut stopped => break,
         };
+        let post = index % POST_EVERY == POST_EVERY - 1;
         while requests.try_join_next().is_some() {}
         let (idle, records) = (idle.clone(), records.clone());
         requests.spawn(async move {
             let pooled = idle.lock().pop();
-            let (failure, conn) = timeout(client_timeout, one_request(target, pooled))
+            let (failure, conn) = timeout(client_timeout, one_request(target, pooled, post))
                 .await
                 .unwrap_or_else(|_| (Some("timeout".to_owned()), None));
             if let Some(conn) = conn {
@@ -116,15 +123,20 @@ async fn dispatch(
                 at: due.duration_since(started),
                 latency: due.elapsed(),
                 failure,
+                post,
             });
         });
     }
     while requests.join_next().await.is_some() {}
 }
 
-/// One `GET /` on `pooled` (or a new connection); gives the connection back when it is still
-/// good for another request.
-async fn one_request(target: SocketAddr, pooled: Option<Conn>) -> (Option<String>, Option<Conn>) {
+/// One `GET /` (or `POST /` with a small body) on `pooled` (or a new connection); gives the
+/// connection back when it is still good for another request.
+async fn one_request(
+    target: SocketAddr,
+    pooled: Option<Conn>,
+    post: bool,
+) -> (Option<String>, Option<Conn>) {
     let mut conn = match pooled {
         Some(conn) if !conn.is_closed() => conn,
         _ => match Conn::http1(target).await {
@@ -132,7 +144,12 @@ async fn one_request(target: SocketAddr, pooled: Option<Conn>) -> (Option<String
             Err(_) => return (Some("connect error".into()), None),
         },
     };
-    match conn.get("/").await {
+    let reply = if post {
+        conn.post("/", &b"order=42&items=3"[..]).await
+    } else {
+        conn.get("/").await
+    };
+    match reply {
         Ok(reply) => {
             // A connection the server announced it closes is not reused: reusing it would count
             // the client's own mistake as a failure.

@@ -133,7 +133,7 @@ async fn main() -> anyhow::Result<()> {
             }
             eprintln!("{}: {} ...", s.name(), kind.name());
             let cell = match scenario::run(*s, kind, &setup, &backends, plan, &stop).await {
-                Ok(outcome) => Ok(report::row(*s, &outcome, &plan)),
+                Ok(outcome) => Ok(report::row(*s, &outcome)),
                 Err(e) => {
                     eprintln!("SKIPPED {} in {}: {e:#}", kind.name(), s.name());
                     Err(first_line(&format!("{e:#}")))

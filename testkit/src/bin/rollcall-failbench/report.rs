@@ -21,13 +21,19 @@ pub struct Row {
     pub last_b2: String,
     pub marked_down: String,
     pub kinds: String,
+    /// POSTs that failed (no proxy retries one once it was sent).
+    pub post_failed: usize,
+    /// Tries the backends received per client request, after the injection.
+    pub attempts: f64,
+    /// `refused-5s`: from backend 2's return to the first request it got.
+    pub back: String,
 }
 
 /// A proxy's result in one scenario: figures, or why there are none.
 pub type Cell = Result<Row, String>;
 
 /// Figures for one run.
-pub fn row(scenario: Scenario, outcome: &Outcome, plan: &Plan) -> Row {
+pub fn row(scenario: Scenario, outcome: &Outcome) -> Row {
     let records = &outcome.records;
     let after: Vec<_> = records
         .iter()
@@ -40,7 +46,7 @@ pub fn row(scenario: Scenario, outcome: &Outcome, plan: &Plan) -> Row {
         }
     }
     let failed = kinds.values().sum();
-    let window = plan.duration.saturating_sub(outcome.injected);
+    let window = outcome.duration.saturating_sub(outcome.injected);
     Row {
         requests: records.len(),
         failed,
@@ -67,6 +73,20 @@ pub fn row(scenario: Scenario, outcome: &Outcome, plan: &Plan) -> Row {
             (true, None) => "never".into(),
             (true, Some(t)) => secs(t),
         },
+        post_failed: records
+            .iter()
+            .filter(|r| r.post && r.failure.is_some())
+            .count(),
+        attempts: if after.is_empty() {
+            0.0
+        } else {
+            outcome.backends_after as f64 / after.len() as f64
+        },
+        back: match (scenario.recovers(), outcome.back_after) {
+            (false, _) => "-".into(),
+            (true, None) => "never".into(),
+            (true, Some(t)) => secs(t),
+        },
         kinds: if kinds.is_empty() {
             "-".into()
         } else {
@@ -82,7 +102,10 @@ pub fn row(scenario: Scenario, outcome: &Outcome, plan: &Plan) -> Row {
 /// The table for one scenario, with the ratios.
 pub fn table(scenario: Scenario, plan: &Plan, cells: &[(Kind, Cell)]) -> String {
     let mut out = String::new();
-    let window = plan.duration.saturating_sub(plan.inject_at).as_secs_f64();
+    let window = scenario
+        .duration(plan)
+        .saturating_sub(plan.inject_at)
+        .as_secs_f64();
     let _ = writeln!(
         out,
         "== {}: {}\n   injected at t={:.0}s, {window:.0}s observed after it",
@@ -92,29 +115,33 @@ pub fn table(scenario: Scenario, plan: &Plan, cells: &[(Kind, Cell)]) -> String 
     );
     let _ = writeln!(
         out,
-        "{:<9} {:>8} {:>7} {:>7} {:>7} {:>8} {:>9} {:>8} {:>7} {:>13} {:>11}  client failures by kind",
+        "{:<9} {:>8} {:>7} {:>7} {:>5} {:>7} {:>8} {:>9} {:>8} {:>7} {:>13} {:>11} {:>8} {:>6}  client failures by kind",
         "proxy",
         "requests",
         "failed",
         "after",
+        "POSTs",
         "p50 ms",
         "p99 ms",
         "p99 after",
         "max ms",
         "b2 got",
         "last b2 req",
-        "marked down"
+        "marked down",
+        "b2 back",
+        "tries"
     );
     for (kind, cell) in cells {
         match cell {
             Ok(r) => {
                 let _ = writeln!(
                     out,
-                    "{:<9} {:>8} {:>7} {:>7} {:>7.2} {:>8.2} {:>9.2} {:>8.0} {:>7} {:>13} {:>11}  {}",
+                    "{:<9} {:>8} {:>7} {:>7} {:>5} {:>7.2} {:>8.2} {:>9.2} {:>8.0} {:>7} {:>13} {:>11} {:>8} {:>6.2}  {}",
                     kind.name(),
                     r.requests,
                     r.failed,
                     r.failed_after,
+                    r.post_failed,
                     r.p50_ms,
                     r.p99_ms,
                     r.p99_after_ms,
@@ -122,6 +149,8 @@ pub fn table(scenario: Scenario, plan: &Plan, cells: &[(Kind, Cell)]) -> String 
                     r.b2,
                     r.last_b2,
                     r.marked_down,
+                    r.back,
+                    r.attempts,
                     r.kinds
                 );
             }
@@ -157,13 +186,15 @@ pub fn table(scenario: Scenario, plan: &Plan, cells: &[(Kind, Cell)]) -> String 
 /// The legend printed once under the tables.
 pub fn legend(plan: &Plan) -> String {
     format!(
-        "columns: requests sent at {} req/s (open loop, GET /, keep-alive, no client retries); \
+        "columns: requests sent at {} req/s (open loop, GET / with every 5th a POST /, keep-alive, no client retries); \
 failed = non-2xx, connection error or no answer within {:.0}s; after = of those, sent at or after \
-the injection; p50/p99 over the whole run, p99 after = requests sent after the injection; max = the slowest request; \
+the injection; POSTs = failed POSTs (never retried once sent); p50/p99 over the whole run, p99 after = requests sent after the injection; max = the slowest request; \
 b2 got = traffic requests backend 2 received after the injection (refused: a killed backend \
 cannot count); last b2 req = seconds from the injection to the last one (never stopped = still \
 arriving in the last 0.5 s); marked down = seconds until the proxy's own status view said b2 \
-was out (rollcall /endpoints Ejected, HAProxy stats DOWN; nginx has no view). Ratios below 1x \
+was out (rollcall /endpoints Ejected, HAProxy stats DOWN; nginx has no view); b2 back = \
+refused-5s only, seconds from backend 2's return to the first request it got; tries = requests \
+all backends received per client request after the injection (retries included). Ratios below 1x \
 favour rollcall; 0 vs 0 is `same`.",
         plan.rate,
         plan.client_timeout.as_secs_f64()

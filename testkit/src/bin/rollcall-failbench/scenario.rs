@@ -23,16 +23,31 @@ pub enum Scenario {
     Failing500,
     Rare500,
     HealthzAllFail,
+    /// Backend 2 fails one request in five with a fast 500.
+    Fifth500,
+    /// Every backend sheds one request in five with a fast 503: an overload, not an outlier.
+    AllShed503,
+    /// Backend 2 refuses connections for [`REFUSED_FOR`], then comes back.
+    Refused5s,
 }
 
-pub const ALL: [Scenario; 6] = [
+pub const ALL: [Scenario; 9] = [
     Scenario::Killed,
     Scenario::BlackHoled,
     Scenario::Failing503,
     Scenario::Failing500,
     Scenario::Rare500,
     Scenario::HealthzAllFail,
+    Scenario::Fifth500,
+    Scenario::AllShed503,
+    Scenario::Refused5s,
 ];
+
+/// How long backend 2 refuses connections in [`Scenario::Refused5s`].
+pub const REFUSED_FOR: Duration = Duration::from_secs(5);
+
+/// How long [`Scenario::Refused5s`] is watched after backend 2 is back, at least.
+const WATCH_RECOVERY: Duration = Duration::from_secs(7);
 
 /// Timing and load, the same for every run.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +73,12 @@ pub struct Outcome {
     pub marked_down: Option<Duration>,
     /// Whether the proxy can say so at all.
     pub has_view: bool,
+    /// Traffic requests all backends received after the injection (tries, retries included).
+    pub backends_after: u64,
+    /// For [`Scenario::Refused5s`]: from backend 2's return to the first traffic request it got.
+    pub back_after: Option<Duration>,
+    /// How long the load ran.
+    pub duration: Duration,
 }
 
 impl Scenario {
@@ -69,6 +90,9 @@ impl Scenario {
             Self::Failing500 => "failing-500",
             Self::Rare500 => "rare-500",
             Self::HealthzAllFail => "healthz-all-fail",
+            Self::Fifth500 => "fifth-500",
+            Self::AllShed503 => "all-shed-503",
+            Self::Refused5s => "refused-5s",
         }
     }
 
@@ -96,12 +120,33 @@ impl Scenario {
             Self::HealthzAllFail => {
                 "/healthz answers 503 on all 3 backends; traffic still succeeds everywhere"
             }
+            Self::Fifth500 => "backend 2 fails 1 request in 5 with 500 at once; /healthz stays 200",
+            Self::AllShed503 => {
+                "every backend sheds 1 request in 5 with 503 at once (overload, no outlier)"
+            }
+            Self::Refused5s => "backend 2 refuses connections for 5 s, then is back",
         }
     }
 
-    /// Whether backend 2 can count what reaches it (a killed backend sees nothing).
+    /// Whether backend 2 can count what reaches it (a killed backend sees nothing; one that
+    /// comes back counts from its return).
     pub fn b2_counts(self) -> bool {
         self != Self::Killed
+    }
+
+    /// Whether the failure is undone mid-run.
+    pub fn recovers(self) -> bool {
+        self == Self::Refused5s
+    }
+
+    /// How long the load runs: longer than planned when the scenario needs it.
+    pub fn duration(self, plan: &Plan) -> Duration {
+        match self {
+            Self::Refused5s => plan
+                .duration
+                .max(plan.inject_at + REFUSED_FOR + WATCH_RECOVERY),
+            _ => plan.duration,
+        }
     }
 
     async fn inject(self, backends: &[TestBackend]) {
@@ -113,6 +158,22 @@ impl Scenario {
             Self::Failing500 => b2.set_behavior(Behavior::fail_one_in(2, 500)),
             Self::Rare500 => b2.set_behavior(Behavior::fail_one_in(100, 500)),
             Self::HealthzAllFail => backends.iter().for_each(|b| b.set_healthz(false)),
+            Self::Fifth500 => b2.set_behavior(Behavior::fail_one_in(5, 500)),
+            Self::AllShed503 => backends
+                .iter()
+                .for_each(|b| b.set_behavior(Behavior::fail_one_in(5, 503))),
+            Self::Refused5s => b2.kill().await,
+        }
+    }
+
+    /// Undo the failure mid-run, for the scenarios that recover; returns whether it did.
+    async fn recover(self, backends: &[TestBackend]) -> anyhow::Result<bool> {
+        match self {
+            Self::Refused5s => {
+                backends[1].revive().await?;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 }
@@ -169,7 +230,13 @@ async fn drive(
     let mut watcher: Option<JoinHandle<Option<Duration>>> = None;
     let (mut last_count, mut b2_last) = (0, None);
     let mut failure = None;
-    while start.elapsed() < plan.duration {
+    let duration = scenario.duration(&plan);
+    let total = |backends: &[TestBackend]| backends.iter().map(TestBackend::requests).sum::<u64>();
+    let mut all_before = 0;
+    // For a scenario that recovers: when backend 2 came back.
+    let mut recovered: Option<Instant> = None;
+    let mut back_after = None;
+    while start.elapsed() < duration {
         ticks.tick().await;
         if stop.load(SeqCst) {
             failure = Some("interrupted".to_owned());
@@ -179,10 +246,19 @@ async fn drive(
             failure = Some(reason);
             break;
         }
+        if let Some((at, _)) = injected
+            && recovered.is_none()
+            && at.elapsed() >= REFUSED_FOR
+            && scenario.recover(backends).await?
+        {
+            recovered = Some(Instant::now());
+            last_count = b2.requests();
+        }
         let count = b2.requests();
         match injected {
             None if start.elapsed() >= plan.inject_at => {
                 let at = Instant::now();
+                all_before = total(backends);
                 scenario.inject(backends).await;
                 let count = b2.requests();
                 injected = Some((at, count));
@@ -192,6 +268,9 @@ async fn drive(
             Some((at, _)) if count != last_count => {
                 last_count = count;
                 b2_last = Some(at.elapsed());
+                if let Some(back) = recovered {
+                    back_after.get_or_insert(back.elapsed());
+                }
             }
             _ => {}
         }
@@ -217,6 +296,9 @@ async fn drive(
         b2_last,
         marked_down,
         has_view: view.is_some(),
+        backends_after: total(backends).saturating_sub(all_before),
+        back_after,
+        duration,
     })
 }
 
