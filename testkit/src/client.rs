@@ -20,6 +20,8 @@ pub struct Reply {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The trailers, when the response had any (HTTP/2).
+    pub trailers: Option<HeaderMap>,
 }
 
 /// One client connection. Dropping it closes the connection.
@@ -132,11 +134,13 @@ impl Conn {
             }
         };
         let (parts, body) = response.into_parts();
-        let body = body.collect().await?.to_bytes();
+        let collected = body.collect().await?;
+        let trailers = collected.trailers().cloned();
         Ok(Reply {
             status: parts.status,
             headers: parts.headers,
-            body,
+            body: collected.to_bytes(),
+            trailers,
         })
     }
 

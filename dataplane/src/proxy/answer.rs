@@ -31,8 +31,9 @@ pub fn error_response(
     response
 }
 
-/// The planner's answer as a response; `detail` is what went wrong, in words.
-pub fn local(answer: LocalAnswer, detail: &str) -> Response<ProxyBody> {
+/// The planner's answer as a response; `detail` is what went wrong, in words. A gRPC call
+/// gets it as a trailers-only gRPC answer (`super::grpc`).
+pub fn local(answer: LocalAnswer, detail: &str, grpc: bool) -> Response<ProxyBody> {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let what = match answer.reason {
         "upstream-connect-failure" => "could not connect to an endpoint",
@@ -49,5 +50,8 @@ pub fn local(answer: LocalAnswer, detail: &str) -> Response<ProxyBody> {
         (what, "") => what.to_owned(),
         (what, detail) => format!("{what}: {detail}"),
     };
+    if grpc {
+        return super::grpc::local_answer(status.as_u16(), answer.reason, &message);
+    }
     error_response(status, answer.reason, &message)
 }

@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::client_body::{Progress, RequestBody};
+use super::grpc;
 use super::request::{Target, build_request};
 use crate::outcome::Outcome;
 use crate::pool::Endpoint;
@@ -24,6 +25,8 @@ pub(super) struct Outgoing<'a> {
     pub target: &'a Target,
     /// The client sent `grpc-timeout`: each try carries what is left of it.
     pub grpc: bool,
+    /// A gRPC call: a `grpc-status` in the response headers is the answer's real status.
+    pub grpc_call: bool,
     pub connect_timeout: Duration,
     /// How long a streamed upload may sit untaken by the endpoint (the request-body idle
     /// timeout, applied to the other side).
@@ -38,6 +41,26 @@ pub(super) struct TryResult {
     pub answer: Option<(Response<Incoming>, Release)>,
     pub started: Instant,
     pub ended: Instant,
+}
+
+impl TryResult {
+    /// A 200 answer to a gRPC call with no `grpc-status` in its headers: the outcome is in the
+    /// trailers still to come.
+    pub fn grpc_status_in_trailers(&self) -> bool {
+        matches!(self.outcome, Outcome::Answered(200))
+            && self
+                .answer
+                .as_ref()
+                .is_some_and(|(response, _)| grpc::status(response.headers()).is_none())
+    }
+
+    /// A trailers-only `UNAVAILABLE` to a gRPC call: the server refused it before producing
+    /// anything, which gRPC treats as safe to retry.
+    pub fn grpc_unavailable(&self) -> bool {
+        self.answer.as_ref().is_some_and(|(response, _)| {
+            grpc::status(response.headers()) == Some(grpc::code::UNAVAILABLE)
+        })
+    }
 }
 
 /// Make one try on `endpoint`.
@@ -134,7 +157,7 @@ async fn attempt(
             }
         };
         tokio::select! {
-            sent = &mut sending => return classify(sent, endpoint, body, progress),
+            sent = &mut sending => return classify(sent, outgoing.grpc_call, endpoint, body, progress),
             () = timer => {
                 return match ends {
                     Some((_, true)) => (
@@ -175,16 +198,24 @@ async fn attempt(
 
 fn classify(
     sent: Result<(Response<Incoming>, Release), SendError>,
+    grpc_call: bool,
     endpoint: &Endpoint,
     body: &mut RequestBody,
     progress: &Progress,
 ) -> Ended {
     match sent {
-        Ok((response, release)) => (
-            Outcome::Answered(response.status().as_u16()),
-            String::new(),
-            Some((response, release)),
-        ),
+        Ok((response, release)) => {
+            let status = match grpc::status(response.headers()) {
+                // Trailers-only: the call's outcome is here already.
+                Some(code) if grpc_call => grpc::http_equivalent(code),
+                _ => response.status().as_u16(),
+            };
+            (
+                Outcome::Answered(status),
+                String::new(),
+                Some((response, release)),
+            )
+        }
         Err(SendError::NotSent { request, error }) => {
             // Nothing reached the endpoint: the body is whole again.
             body.restore(request.into_body());

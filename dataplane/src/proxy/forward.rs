@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::answer::{self, error_response};
 use super::attempt::{self, Outgoing, TryResult};
 use super::client_body::{Progress, RequestBody};
+use super::grpc;
 use super::headers::{add_forwarded, strip_hop_by_hop};
 use super::request::{Target, grpc_timeout};
 use super::response_body::{Answered, TrackedBody};
@@ -44,6 +45,7 @@ pub async fn forward(
     pool.budget().record_request(received);
     let (mut parts, body) = req.into_parts();
     let client_timeout = grpc_timeout(&parts.headers);
+    let grpc_call = grpc::is_grpc(&parts.headers);
     let host = parts.headers.get(header::HOST).cloned().or_else(|| {
         parts
             .uri
@@ -58,7 +60,11 @@ pub async fn forward(
     let target = match Target::of(&parts, host.as_ref(), settings.http2) {
         Ok(target) => target,
         Err(message) => {
-            let response = error_response(StatusCode::BAD_REQUEST, "bad-request", &message);
+            let response = if grpc_call {
+                grpc::local_answer(400, "bad-request", &message)
+            } else {
+                error_response(StatusCode::BAD_REQUEST, "bad-request", &message)
+            };
             return pool.finish(response, "client_error", received);
         }
     };
@@ -75,7 +81,8 @@ pub async fn forward(
         Ok(body) => body,
         Err((outcome, detail)) => {
             let local = planner::local_for(outcome);
-            return pool.finish(answer::local(local, &detail), "client_error", received);
+            let response = answer::local(local, &detail, grpc_call);
+            return pool.finish(response, "client_error", received);
         }
     };
     let mut clock = Clock::new(
@@ -92,15 +99,22 @@ pub async fn forward(
         parts: &parts,
         target: &target,
         grpc: client_timeout.is_some(),
+        grpc_call,
         connect_timeout: settings.connect_timeout,
         upload_idle: idle,
     };
     let mut kept: Option<Kept> = None;
     let mut detail = String::new();
+    let reply = Reply {
+        pool: &pool,
+        received,
+        client: &progress,
+        grpc_call,
+    };
     loop {
         let now = Instant::now();
         if let Err(answer) = plan.may_start(now) {
-            return respond(&pool, answer, None, kept, &detail, received, &progress);
+            return reply.respond(answer, None, kept, &detail);
         }
         let routing = pool.routing();
         let endpoint = match routing.pick(hash_key.as_deref(), plan.tried(), now) {
@@ -110,14 +124,20 @@ pub async fn forward(
                     detail = none.message;
                 }
                 let answer = plan.no_endpoint(none.answer);
-                return respond(&pool, answer, None, kept, &detail, received, &progress);
+                return reply.respond(answer, None, kept, &detail);
             }
         };
         let mut guard = endpoint.load.start_try(now);
         let result =
             attempt::run(&endpoint, &outgoing, &mut body, &progress, &mut plan.clock).await;
         guard.answered(result.outcome.heard_from(), result.ended);
-        pool.record_attempt(&endpoint, result.outcome, &result.detail);
+        // A gRPC answer whose grpc-status comes in the trailers is judged when they arrive.
+        let judged_later = grpc_call && result.grpc_status_in_trailers();
+        if judged_later {
+            endpoint.count_attempt(result.outcome);
+        } else {
+            pool.record_attempt(&endpoint, result.outcome, &result.detail);
+        }
         let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr);
         let next = plan.after_try(
             TryReport {
@@ -126,6 +146,7 @@ pub async fn forward(
                 started: result.started,
                 ended: result.ended,
                 body_replayable: body.replayable(),
+                unprocessed: grpc_call && result.grpc_unavailable(),
             },
             planner::Context {
                 rules: &settings.retry,
@@ -173,69 +194,77 @@ pub async fn forward(
                     endpoint,
                     started,
                     client: Arc::clone(&progress),
+                    grpc_trailers: judged_later,
                 });
-                return respond(
-                    &pool,
-                    Answer::ThisTry,
-                    this,
-                    kept,
-                    &detail,
-                    received,
-                    &progress,
-                );
+                return reply.respond(Answer::ThisTry, this, kept, &detail);
             }
             Next::Answer(other) => {
                 guard.finish(outcome.verdict(), ended - started, ended);
-                return respond(&pool, other, None, kept, &detail, received, &progress);
+                return reply.respond(other, None, kept, &detail);
             }
         }
     }
 }
 
-/// Turn the planner's answer into the response, counted in the request metrics.
-fn respond(
-    pool: &Arc<Pool>,
-    answer: Answer,
-    this: Option<Answered>,
-    kept: Option<Kept>,
-    detail: &str,
+/// What every answer of one request needs: where it is counted and in which form it goes.
+struct Reply<'a> {
+    pool: &'a Arc<Pool>,
     received: Instant,
-    client: &Arc<Progress>,
-) -> Response<ProxyBody> {
-    let real = match answer {
-        Answer::ThisTry => this,
-        Answer::Kept => kept.map(|k| Answered {
-            response: k.response,
-            release: k.release,
-            guard: None,
-            endpoint: k.endpoint,
-            started: k.started,
-            client: Arc::clone(client),
-        }),
-        Answer::Local(local) => {
-            return pool.finish(
-                answer::local(local, detail),
-                local.request_label(),
-                received,
-            );
-        }
-    };
-    match real {
-        Some(answered) => {
-            let label = status_label(answered.response.status().as_u16());
-            pool.finish(
-                TrackedBody::wrap(answered, Arc::clone(pool)),
-                label,
-                received,
-            )
-        }
-        None => {
-            // The planner only names a real answer when there is one; never panic over it.
-            let fallback = LocalAnswer {
-                status: 502,
-                reason: "upstream-reset",
-            };
-            pool.finish(answer::local(fallback, detail), "gateway_error", received)
+    client: &'a Arc<Progress>,
+    /// A gRPC call: the sidecar's own answers are gRPC answers.
+    grpc_call: bool,
+}
+
+impl Reply<'_> {
+    /// Turn the planner's answer into the response, counted in the request metrics.
+    fn respond(
+        &self,
+        answer: Answer,
+        this: Option<Answered>,
+        kept: Option<Kept>,
+        detail: &str,
+    ) -> Response<ProxyBody> {
+        let pool = self.pool;
+        let real = match answer {
+            Answer::ThisTry => this,
+            Answer::Kept => kept.map(|k| Answered {
+                response: k.response,
+                release: k.release,
+                guard: None,
+                endpoint: k.endpoint,
+                started: k.started,
+                client: Arc::clone(self.client),
+                grpc_trailers: false,
+            }),
+            Answer::Local(local) => {
+                return pool.finish(
+                    answer::local(local, detail, self.grpc_call),
+                    local.request_label(),
+                    self.received,
+                );
+            }
+        };
+        match real {
+            Some(answered) => {
+                let label = status_label(answered.response.status().as_u16());
+                pool.finish(
+                    TrackedBody::wrap(answered, Arc::clone(pool)),
+                    label,
+                    self.received,
+                )
+            }
+            None => {
+                // The planner only names a real answer when there is one; never panic over it.
+                let fallback = LocalAnswer {
+                    status: 502,
+                    reason: "upstream-reset",
+                };
+                pool.finish(
+                    answer::local(fallback, detail, self.grpc_call),
+                    "gateway_error",
+                    self.received,
+                )
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod answer;
 mod attempt;
 mod client_body;
 pub mod forward;
+mod grpc;
 pub mod headers;
 mod request;
 mod response_body;

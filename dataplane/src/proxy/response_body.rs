@@ -4,7 +4,8 @@
 //! while we wait on it, the stream is cut and the failure is recorded against the endpoint (it
 //! is the endpoint's body), unless the client's own request body broke first (an endpoint that
 //! echoes a stream stops when its input does: the client's fault); if it is dropped early (the client left), the connection is closed
-//! rather than reused and the count is still released.
+//! rather than reused and the count is still released. A gRPC answer whose `grpc-status` comes in
+//! the trailers is judged here, when they arrive (`super::grpc`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use super::client_body::Progress;
+use super::grpc;
 use super::headers::strip_hop_by_hop;
 use crate::balance::InFlight;
 use crate::outcome::Verdict;
@@ -48,6 +50,11 @@ struct Done {
     endpoint: Arc<Endpoint>,
     started: Instant,
     client: Arc<Progress>,
+    /// The answer's verdict waits for its `grpc-status` trailer (and is recorded against the
+    /// endpoint here, not at the headers).
+    grpc_trailers: bool,
+    /// The `grpc-status` trailer, once seen.
+    grpc_status: Option<u32>,
 }
 
 /// What the endpoint's response needs to be tracked.
@@ -59,6 +66,8 @@ pub(super) struct Answered {
     pub started: Instant,
     /// The client's request body, to tell whose fault a broken response is.
     pub client: Arc<Progress>,
+    /// A gRPC answer whose outcome is in the trailers still to come.
+    pub grpc_trailers: bool,
 }
 
 impl TrackedBody {
@@ -80,6 +89,8 @@ impl TrackedBody {
                 endpoint: answered.endpoint,
                 started: answered.started,
                 client: answered.client,
+                grpc_trailers: answered.grpc_trailers,
+                grpc_status: None,
             }),
         };
         if body.inner.is_end_stream()
@@ -92,7 +103,29 @@ impl TrackedBody {
 }
 
 impl Done {
-    fn ended(self) {
+    /// A frame went by: the trailers of a gRPC answer say how the call went.
+    fn saw(&mut self, frame: &Frame<Bytes>) {
+        if self.grpc_trailers
+            && let Some(code) = frame.trailers_ref().and_then(grpc::status)
+        {
+            self.grpc_status = Some(code);
+            self.verdict = Verdict::from_status(grpc::http_equivalent(code));
+        }
+    }
+
+    fn ended(mut self) {
+        if self.grpc_trailers {
+            let detail = match self.grpc_status {
+                Some(code) => format!("grpc-status {code}"),
+                None => {
+                    // The spec makes a missing status an error; the endpoint sent it so.
+                    self.verdict = Verdict::ServerError;
+                    "the gRPC answer ended without a grpc-status".to_owned()
+                }
+            };
+            self.pool
+                .record_verdict(self.endpoint.addr, self.verdict, &detail);
+        }
         self.endpoint.upstream.release(self.release);
         if let Some(guard) = self.guard {
             let now = Instant::now();
@@ -139,6 +172,9 @@ impl Body for TrackedBody {
             }
             Poll::Ready(Some(Ok(frame))) => {
                 *this.waiting = None;
+                if let Some(done) = this.done.as_mut() {
+                    done.saw(&frame);
+                }
                 // hyper stops polling a body that says it has ended, so finish here too.
                 if this.inner.is_end_stream()
                     && let Some(done) = this.done.take()

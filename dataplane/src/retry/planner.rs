@@ -61,6 +61,9 @@ pub struct TryReport {
     pub ended: Instant,
     /// The body can be sent again.
     pub body_replayable: bool,
+    /// The endpoint said it did not process the request (a gRPC `UNAVAILABLE` with no
+    /// message): retried like an idempotent request, whatever the method.
+    pub unprocessed: bool,
 }
 
 /// What the planner needs from the pool for one decision.
@@ -245,7 +248,7 @@ impl Plan {
             self.tried.push(report.endpoint);
         }
         let facts = RequestFacts {
-            idempotent: self.idempotent,
+            idempotent: self.idempotent || report.unprocessed,
             body_replayable: report.body_replayable,
             tries: self.tries,
         };

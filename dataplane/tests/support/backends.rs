@@ -249,3 +249,104 @@ impl H2Limited {
         *self.connections.lock()
     }
 }
+
+/// How a [`GrpcBackend`] ends each call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GrpcAnswer {
+    /// Headers only, `grpc-status` among them (how servers send errors).
+    TrailersOnly(u32),
+    /// Headers, one message, then `grpc-status` in the trailers.
+    Trailers(u32),
+}
+
+/// An h2c backend answering every call like a gRPC server: HTTP 200,
+/// `content-type: application/grpc`, and the status its current [`GrpcAnswer`] says. Counts
+/// the calls it got.
+pub struct GrpcBackend {
+    addr: SocketAddr,
+    answer: Arc<Mutex<GrpcAnswer>>,
+    calls: Arc<std::sync::atomic::AtomicU64>,
+    _task: JoinSet<()>,
+}
+
+impl GrpcBackend {
+    pub async fn spawn(answer: GrpcAnswer) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let answer = Arc::new(Mutex::new(answer));
+        let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (current, count) = (Arc::clone(&answer), Arc::clone(&calls));
+        let mut task = JoinSet::new();
+        task.spawn(async move {
+            let mut connections = JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                let (current, count) = (Arc::clone(&current), Arc::clone(&count));
+                connections.spawn(async move {
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        let (current, count) = (Arc::clone(&current), Arc::clone(&count));
+                        async move {
+                            let _ = req.into_body().collect().await;
+                            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            Ok::<_, Infallible>(grpc_response(*current.lock()))
+                        }
+                    });
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            addr,
+            answer,
+            calls,
+            _task: task,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn set(&self, answer: GrpcAnswer) {
+        *self.answer.lock() = answer;
+    }
+
+    pub fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+fn grpc_response(
+    answer: GrpcAnswer,
+) -> Response<http_body_util::combinators::BoxBody<Bytes, Infallible>> {
+    use http_body_util::StreamBody;
+    let (body, trailer_status) = match answer {
+        GrpcAnswer::TrailersOnly(_) => (Vec::new(), None),
+        GrpcAnswer::Trailers(code) => {
+            // One length-prefixed message: uncompressed, 2 bytes.
+            let message = http_body::Frame::data(Bytes::from_static(&[0, 0, 0, 0, 2, 8, 1]));
+            let mut trailers = HeaderMap::new();
+            trailers.insert("grpc-status", http::HeaderValue::from(code));
+            (
+                vec![
+                    Ok::<_, Infallible>(message),
+                    Ok(http_body::Frame::trailers(trailers)),
+                ],
+                Some(code),
+            )
+        }
+    };
+    let mut response = Response::new(BodyExt::boxed(StreamBody::new(futures_util::stream::iter(
+        body,
+    ))));
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    if let (GrpcAnswer::TrailersOnly(code), None) = (answer, trailer_status) {
+        headers.insert("grpc-status", http::HeaderValue::from(code));
+    }
+    response
+}

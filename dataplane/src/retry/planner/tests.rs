@@ -79,6 +79,7 @@ fn run(case: &Case) -> Next {
             started: at,
             ended: at + MS,
             body_replayable: true,
+            unprocessed: false,
         };
         let cx = Context {
             rules: &rules,
@@ -99,6 +100,7 @@ fn run(case: &Case) -> Next {
         started: at,
         ended: at + case.took,
         body_replayable: true,
+        unprocessed: false,
     };
     let cx = Context {
         rules: &rules,
@@ -295,6 +297,7 @@ fn no_endpoint_answers_with_what_is_known() {
         started: t0,
         ended: t0 + MS,
         body_replayable: true,
+        unprocessed: false,
     };
     let cx = Context {
         rules: &rules,
@@ -356,4 +359,40 @@ fn a_deadline_already_passed_stops_before_a_try() {
             reason: "deadline-exceeded"
         }))
     );
+}
+
+#[test]
+fn a_post_the_endpoint_said_it_did_not_process_is_retried_like_an_idempotent_one() {
+    let t0 = Instant::now();
+    let rules = RetryRules::from_policy(&Retries::default());
+    let budget = RetryBudget::new(100, 100, t0);
+    let context = || Context {
+        rules: &rules,
+        budget: &budget,
+        untried_left: true,
+        jitter: 0.5,
+    };
+    let report = |unprocessed| TryReport {
+        endpoint: "10.0.0.1:80".parse().expect("addr"),
+        outcome: Outcome::Answered(503),
+        started: t0,
+        ended: t0,
+        body_replayable: true,
+        unprocessed,
+    };
+    let clock = || {
+        let mut clock = Clock::new(t0, None, Duration::from_secs(12), Duration::from_secs(4));
+        clock.complete(t0);
+        clock
+    };
+    let mut post = Plan::new(clock(), false);
+    assert!(matches!(
+        post.after_try(report(false), context()),
+        Next::Answer(_)
+    ));
+    let mut refused = Plan::new(clock(), false);
+    assert!(matches!(
+        refused.after_try(report(true), context()),
+        Next::Retry { .. }
+    ));
 }
