@@ -9,7 +9,12 @@
 //!   and a new endpoint is tried at once;
 //! - `penalty = 1 + 10 × (error rate − 5%)` above a 5% noise floor: an endpoint failing 20% of
 //!   requests looks 2.5 times as busy, so failing fast never makes it look idle, while the odd
-//!   application error does not lose it every tie at low concurrency.
+//!   application error does not lose it every tie at low concurrency;
+//! - `LeastRequest`, when both have as many requests in flight (at low concurrency, usually
+//!   none): there is no load to go by, so the lower cost does not simply win; a coin weighted by
+//!   the inverse costs decides, and an endpoint at 10% slow-start weight, or one failing 20%,
+//!   gets a share in proportion instead of losing every tie (a silent ejection the health
+//!   machine would never hear of). `PeakEwma` keeps comparing: latency is its load signal.
 //!
 //! `RoundRobin` is smooth weighted round robin and `RingHash` a consistent hash of the caller's
 //! header bytes (without one it falls back to `LeastRequest`). `weight` is always the effective
@@ -247,7 +252,19 @@ impl Selector {
             return Some(first);
         };
         let (cost_first, cost_second) = self.costs(first, second, pick.now, cost);
-        let (better, worse) = if cost_second < cost_first {
+        let same_load = matches!(cost, Cost::Requests)
+            && self.candidates[first].load.outstanding()
+                == self.candidates[second].load.outstanding();
+        let second_wins = if same_load {
+            // No load signal to go by: a coin weighted by the inverse costs, so weight, slow
+            // start, latency and the error penalty shape shares instead of deciding every tie
+            // (which starved a ramping or once-failing endpoint at low concurrency).
+            let odds_second = cost_first / (cost_first + cost_second);
+            rng.random::<f64>() < odds_second
+        } else {
+            cost_second < cost_first
+        };
+        let (better, worse) = if second_wins {
             (second, first)
         } else {
             (first, second)

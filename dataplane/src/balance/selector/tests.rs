@@ -156,6 +156,36 @@ fn least_request_always_prefers_the_endpoint_with_fewer_requests_in_flight() {
 }
 
 #[test]
+fn idle_least_request_shares_by_weight_instead_of_starving_a_ramping_endpoint() {
+    let fixture = Fixture::new(2);
+    // Endpoint 1 is at the start of its slow start: 10% of its weight.
+    let selector = fixture.selector_with(&config(Algorithm::LeastRequest), &[0.1, 1.0]);
+    let picked = counts(&fixture, &selector, 10_000, None, &[], 21);
+    // Nothing in flight anywhere: each pair is settled by a coin at 1 : 10, so about 1 in 11.
+    assert!((800..=1_020).contains(&picked[0]), "{picked:?}");
+}
+
+#[test]
+fn idle_least_request_gives_a_failing_endpoint_a_smaller_share_not_none() {
+    let fixture = Fixture::new(2);
+    // Endpoint 1 fails one request in five: penalty 1 + 10 × (20% − 5%) = 2.5.
+    for n in 0..500u64 {
+        let verdict = if n % 5 == 4 {
+            Verdict::GatewayError
+        } else {
+            Verdict::Success
+        };
+        fixture.loads[0]
+            .start()
+            .finish(verdict, ms(1), fixture.at(n));
+    }
+    let selector = fixture.selector(Algorithm::LeastRequest);
+    let picked = counts(&fixture, &selector, 10_000, None, &[], 22);
+    // A coin at 1 : 2.5: about 29% (fair would be 50%), so the detector still sees it fail.
+    assert!((2_500..=3_200).contains(&picked[0]), "{picked:?}");
+}
+
+#[test]
 fn least_request_never_picks_the_busiest_of_three() {
     let fixture = Fixture::new(3);
     let lb = LoadBalancer {
