@@ -21,6 +21,7 @@ use super::grpc;
 use super::headers::{add_forwarded, strip_hop_by_hop};
 use super::request::{Target, grpc_timeout};
 use super::response_body::{Answered, TrackedBody};
+use super::upgrade::{self, Tunnels};
 use crate::outcome::Verdict;
 use crate::pool::{Endpoint, Pool};
 use crate::retry::{Answer, Clock, LocalAnswer, Next, Plan, TryReport, planner};
@@ -34,12 +35,17 @@ struct Kept {
     started: Instant,
 }
 
-/// Forward one request of `client` through `pool`.
+/// Forward one request of `client` through `pool`; a protocol upgrade becomes a tunnel on
+/// `tunnels` (`super::upgrade`).
 pub async fn forward(
     pool: Arc<Pool>,
     req: Request<Incoming>,
     client: SocketAddr,
+    tunnels: &Tunnels,
 ) -> Response<ProxyBody> {
+    if upgrade::is_upgrade(&req) {
+        return upgrade::forward(pool, req, client, tunnels.clone()).await;
+    }
     let received = Instant::now();
     let settings = pool.settings();
     pool.budget().record_request(received);
@@ -269,7 +275,7 @@ impl Reply<'_> {
     }
 }
 
-fn status_label(status: u16) -> &'static str {
+pub(super) fn status_label(status: u16) -> &'static str {
     match Verdict::from_status(status) {
         Verdict::Success => "success",
         Verdict::ClientError => "client_error",

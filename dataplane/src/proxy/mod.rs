@@ -13,3 +13,4 @@ pub mod headers;
 mod request;
 mod response_body;
 pub mod server;
+pub mod upgrade;

@@ -3,7 +3,7 @@
 //! accepting at once and tells every open connection to finish: an HTTP/1 connection answers the
 //! request in flight with `Connection: close` and closes (an idle one closes now), an HTTP/2 one
 //! gets a GOAWAY and finishes its streams. Nothing is cut before the grace period ends; what is
-//! still open then is closed.
+//! still open then is closed, upgraded connections (tunnels) included.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::forward::forward;
+use super::upgrade::Tunnels;
 use crate::pool::Pool;
 
 /// A running listener; dropping it does not stop it, `stop` does.
@@ -99,17 +100,24 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let pool = Arc::clone(&pool);
         let (stop, cut) = (stop.clone(), cut.clone());
+        let tunnels = Tunnels {
+            tracker: connections.clone(),
+            cut: cut.clone(),
+        };
         connections.spawn(async move {
             let service = service_fn(move |req| {
                 let pool = Arc::clone(&pool);
-                async move { Ok::<_, std::convert::Infallible>(forward(pool, req, client).await) }
+                let tunnels = tunnels.clone();
+                async move {
+                    Ok::<_, std::convert::Infallible>(forward(pool, req, client, &tunnels).await)
+                }
             });
             // A timer makes hyper enforce its HTTP/1 header read timeout (30 s), so a client
             // that trickles headers cannot hold a connection forever.
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder.http1().timer(TokioTimer::new());
             builder.http2().timer(TokioTimer::new());
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             tokio::pin!(conn);
             tokio::select! {
                 result = conn.as_mut() => {

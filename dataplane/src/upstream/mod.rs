@@ -197,6 +197,29 @@ impl Upstream {
         Ok(Conn::Http1 { tx, reused: false })
     }
 
+    /// A fresh HTTP/1.1 connection of its own for a request that asks to switch protocols
+    /// (WebSocket and the like): never pooled, driven with upgrades enabled, and closed with the
+    /// endpoint's connections. Also returns the token that fires when the endpoint's
+    /// connections are closed (drain deadline, shutdown), which the tunnel must obey too.
+    pub async fn open_for_upgrade(
+        &self,
+        connect_timeout: Duration,
+    ) -> Result<(http1::SendRequest<ProxyBody>, CancellationToken), ConnectError> {
+        if self.close_all.is_cancelled() {
+            return Err(ConnectError::Closed { addr: self.addr });
+        }
+        let io = self.connect(connect_timeout).await?;
+        let (tx, conn) = http1::Builder::new()
+            .handshake(io)
+            .await
+            .map_err(|source| ConnectError::Handshake {
+                addr: self.addr,
+                source,
+            })?;
+        self.drive(conn.with_upgrades());
+        Ok((tx, self.close_all.clone()))
+    }
+
     async fn connect(&self, timeout: Duration) -> Result<TokioIo<TcpStream>, ConnectError> {
         match tokio::time::timeout(timeout, TcpStream::connect(self.addr)).await {
             Ok(Ok(stream)) => {

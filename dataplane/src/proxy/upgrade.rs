@@ -1,0 +1,202 @@
+//! HTTP/1.1 Upgrade end to end (WebSocket, and any other protocol a client switches to): the
+//! request goes to one endpoint on a connection of its own, and when the endpoint agrees
+//! (`101 Switching Protocols`), both sides are joined into a byte tunnel that lives until either
+//! side closes. A tunnel is one long request: it holds the endpoint's in-flight count for as
+//! long as it is open, it is counted once in the request metrics, and at shutdown it gets the
+//! listener's grace period, then is closed (`Tunnels`). A connect failure is tried on another
+//! endpoint (nothing was sent); once sent, an upgrade is never retried. An endpoint that
+//! declines (any status but 101) is answered as usual.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::answer;
+use super::forward::status_label;
+use super::headers::{add_forwarded, strip_hop_by_hop};
+use crate::outcome::{Outcome, Verdict};
+use crate::pool::Pool;
+use crate::retry::LocalAnswer;
+use crate::upstream::ProxyBody;
+
+/// Where tunnels run: tracked with the listener's connections, so a stop waits for them within
+/// its grace period, and `cut` closes what is left after it.
+#[derive(Clone, Debug)]
+pub struct Tunnels {
+    pub tracker: TaskTracker,
+    pub cut: CancellationToken,
+}
+
+/// Whether a request asks to switch protocols: `Connection: upgrade` and an `Upgrade` header,
+/// on HTTP/1.1 (HTTP/2 has no such thing).
+pub(super) fn is_upgrade<B>(req: &Request<B>) -> bool {
+    req.version() == http::Version::HTTP_11
+        && req.headers().contains_key(header::UPGRADE)
+        && req
+            .headers()
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+/// Forward an upgrade request through `pool` and, on `101`, run the tunnel on `tunnels`.
+pub(super) async fn forward(
+    pool: Arc<Pool>,
+    mut req: Request<Incoming>,
+    client: SocketAddr,
+    tunnels: Tunnels,
+) -> Response<ProxyBody> {
+    let received = Instant::now();
+    let settings = pool.settings();
+    let client_side = hyper::upgrade::on(&mut req);
+    let (mut parts, body) = req.into_parts();
+    let protocol = parts.headers.get(header::UPGRADE).cloned();
+    let host = parts.headers.get(header::HOST).cloned();
+    strip_hop_by_hop(&mut parts.headers);
+    add_forwarded(&mut parts.headers, client, host.as_ref());
+    if let Some(protocol) = protocol {
+        parts.headers.insert(header::UPGRADE, protocol);
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+    let mut unsent = Some(Request::from_parts(
+        parts,
+        body.map_err(Into::into).boxed_unsync(),
+    ));
+    let mut tried = Vec::new();
+    let mut detail = String::new();
+    for _ in 0..settings.retry.attempts {
+        let now = Instant::now();
+        let routing = pool.routing();
+        let endpoint = match routing.pick(None, &tried, now) {
+            Ok(endpoint) => endpoint,
+            Err(none) => {
+                if tried.is_empty() {
+                    detail = none.message;
+                }
+                break;
+            }
+        };
+        tried.push(endpoint.addr);
+        let (mut tx, closing) = match endpoint
+            .upstream
+            .open_for_upgrade(settings.connect_timeout)
+            .await
+        {
+            Ok(opened) => opened,
+            Err(error) => {
+                detail = error.to_string();
+                pool.record_attempt(&endpoint, Outcome::ConnectFailed, &detail);
+                continue;
+            }
+        };
+        let Some(request) = unsent.take() else { break };
+        let mut guard = endpoint.load.start_try(now);
+        let sent = tx.send_request(request).await;
+        let outcome = match &sent {
+            Ok(response) => Outcome::Answered(response.status().as_u16()),
+            Err(_) => Outcome::Reset,
+        };
+        guard.answered(outcome.heard_from(), Instant::now());
+        let detail = sent
+            .as_ref()
+            .err()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        pool.record_attempt(&endpoint, outcome, &detail);
+        let mut response = match sent {
+            Ok(response) => response,
+            Err(_) => {
+                let local = LocalAnswer {
+                    status: 502,
+                    reason: "upstream-reset",
+                };
+                return pool.finish(
+                    answer::local(local, &detail, false),
+                    "gateway_error",
+                    received,
+                );
+            }
+        };
+        if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+            // Declined: an ordinary answer on a connection nobody reuses.
+            let status = response.status().as_u16();
+            let ended = Instant::now();
+            guard.finish(Verdict::from_status(status), ended - now, ended);
+            let (parts, body) = response.into_parts();
+            let body = body.map_err(Into::into).boxed_unsync();
+            return pool.finish(
+                Response::from_parts(parts, body),
+                status_label(status),
+                received,
+            );
+        }
+        let endpoint_side = hyper::upgrade::on(&mut response);
+        let addr = endpoint.addr;
+        let pool_name = pool.name().to_owned();
+        let cut = tunnels.cut.clone();
+        tunnels.tracker.spawn(async move {
+            let (client_io, endpoint_io) = match tokio::try_join!(client_side, endpoint_side) {
+                Ok(both) => both,
+                Err(error) => {
+                    tracing::debug!(pool = %pool_name, endpoint = %addr, %error, "upgrade did not complete");
+                    return;
+                }
+            };
+            let mut client_io = TokioIo::new(client_io);
+            let mut endpoint_io = TokioIo::new(endpoint_io);
+            tokio::select! {
+                result = tokio::io::copy_bidirectional(&mut client_io, &mut endpoint_io) => {
+                    if let Err(error) = result {
+                        tracing::debug!(pool = %pool_name, endpoint = %addr, %error, "tunnel ended with an error");
+                    }
+                }
+                () = cut.cancelled() => {
+                    tracing::info!(pool = %pool_name, endpoint = %addr, "grace period over: closing a tunnel");
+                }
+                () = closing.cancelled() => {
+                    tracing::info!(pool = %pool_name, endpoint = %addr, "endpoint closed: closing its tunnel");
+                }
+            }
+            // The tunnel was one long request to its endpoint.
+            drop(guard);
+        });
+        let (mut parts, _) = response.into_parts();
+        let protocol = parts.headers.get(header::UPGRADE).cloned();
+        strip_hop_by_hop(&mut parts.headers);
+        if let Some(protocol) = protocol {
+            parts.headers.insert(header::UPGRADE, protocol);
+        }
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        let empty = http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        return pool.finish(Response::from_parts(parts, empty), "success", received);
+    }
+    let local = LocalAnswer {
+        status: if tried.is_empty() { 503 } else { 502 },
+        reason: if tried.is_empty() {
+            "no-healthy-endpoints"
+        } else {
+            "upstream-connect-failure"
+        },
+    };
+    pool.finish(
+        answer::local(local, &detail, false),
+        local.request_label(),
+        received,
+    )
+}

@@ -1,0 +1,206 @@
+//! HTTP/1.1 Upgrade through the sidecar: a WebSocket handshake reaches the endpoint with its
+//! headers, the `101` comes back with the endpoint's, and then bytes flow both ways through a
+//! tunnel that counts as one request in flight, until a side closes or the sidecar's shutdown
+//! grace ends. After the handshake the sidecar is protocol-blind, so the backend here echoes the
+//! raw bytes it gets (WebSocket frames included).
+
+mod support;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Empty;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use support::{Harness, PATIENCE, config};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+/// RFC 6455's own example: this key's accept value is the one below.
+const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+
+/// A backend that accepts WebSocket upgrades (answering RFC 6455's accept for [`KEY`]) and
+/// echoes whatever bytes come through; `/declined` gets `426` instead.
+async fn echo_backend() -> (SocketAddr, JoinSet<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let mut tasks = JoinSet::new();
+    tasks.spawn(async move {
+        let mut connections = JoinSet::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            connections.spawn(async move {
+                let service = service_fn(|mut req: Request<Incoming>| async move {
+                    if req.uri().path() == "/declined" {
+                        let mut r = Response::new(Empty::<Bytes>::new());
+                        *r.status_mut() = StatusCode::UPGRADE_REQUIRED;
+                        return Ok::<_, Infallible>(r);
+                    }
+                    let key_ok = req
+                        .headers()
+                        .get("sec-websocket-key")
+                        .is_some_and(|k| k == KEY);
+                    let upgrade_ok = req
+                        .headers()
+                        .get("upgrade")
+                        .is_some_and(|u| u.as_bytes().eq_ignore_ascii_case(b"websocket"));
+                    if !key_ok || !upgrade_ok {
+                        let mut r = Response::new(Empty::<Bytes>::new());
+                        *r.status_mut() = StatusCode::BAD_REQUEST;
+                        return Ok(r);
+                    }
+                    let upgraded = hyper::upgrade::on(&mut req);
+                    tokio::spawn(async move {
+                        let Ok(upgraded) = upgraded.await else { return };
+                        let mut io = TokioIo::new(upgraded);
+                        let mut buf = [0u8; 1024];
+                        loop {
+                            match io.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => {
+                                    if io.write_all(&buf[..n]).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                        }
+                    });
+                    let mut r = Response::new(Empty::<Bytes>::new());
+                    *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                    let h = r.headers_mut();
+                    h.insert("upgrade", http::HeaderValue::from_static("websocket"));
+                    h.insert("connection", http::HeaderValue::from_static("Upgrade"));
+                    h.insert(
+                        "sec-websocket-accept",
+                        http::HeaderValue::from_static(ACCEPT),
+                    );
+                    Ok(r)
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .with_upgrades()
+                    .await;
+            });
+        }
+    });
+    (addr, tasks)
+}
+
+/// Send a WebSocket handshake for `path` and read the response head; returns the stream (the
+/// tunnel, when it was accepted) and the head.
+async fn handshake(proxy: SocketAddr, path: &str) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(proxy).await.expect("connect");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: chat.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(PATIENCE, stream.read(&mut byte))
+            .await
+            .expect("head in time")
+            .expect("read");
+        assert!(
+            n > 0,
+            "closed before the head: {}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&head).into_owned())
+}
+
+/// Write `bytes` into the tunnel and read as many back.
+async fn echo(stream: &mut TcpStream, bytes: &[u8]) -> Vec<u8> {
+    stream.write_all(bytes).await.expect("write");
+    let mut back = vec![0u8; bytes.len()];
+    tokio::time::timeout(PATIENCE, stream.read_exact(&mut back))
+        .await
+        .expect("echo in time")
+        .expect("read");
+    back
+}
+
+/// A masked WebSocket text frame saying `text` (mask 0x01020304).
+fn text_frame(text: &str) -> Vec<u8> {
+    let mask = [1u8, 2, 3, 4];
+    let mut frame = vec![0x81, 0x80 | u8::try_from(text.len()).expect("short")];
+    frame.extend_from_slice(&mask);
+    frame.extend(text.bytes().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    frame
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_is_tunnelled_end_to_end_and_counts_as_one_request_in_flight() {
+    let (backend, _tasks) = echo_backend().await;
+    let h = Harness::start(&config(&[backend], "{healthCheck: {type: None}}")).await;
+    let (mut stream, head) = handshake(h.listen("web").await, "/chat").await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("upgrade: websocket"), "{head}");
+    assert!(lower.contains("connection: upgrade"), "{head}");
+    assert!(
+        head.contains(ACCEPT),
+        "the endpoint's accept reaches the client: {head}"
+    );
+    for text in ["hello", "through the sidecar", "and back"] {
+        let frame = text_frame(text);
+        assert_eq!(echo(&mut stream, &frame).await, frame);
+    }
+    let open = h.endpoint("web", backend).await.expect("endpoint");
+    assert_eq!(open.in_flight, 1, "the tunnel is one request in flight");
+    drop(stream);
+    h.wait_idle("web").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_upgrade_is_answered_with_the_endpoints_own_status() {
+    let (backend, _tasks) = echo_backend().await;
+    let h = Harness::start(&config(&[backend], "{healthCheck: {type: None}}")).await;
+    let (_stream, head) = handshake(h.listen("web").await, "/declined").await;
+    assert!(head.starts_with("HTTP/1.1 426"), "{head}");
+    h.wait_idle("web").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_endpoint_to_take_it_an_upgrade_gets_an_honest_answer() {
+    let nothing = support::free_port();
+    let h = Harness::start(&config(&[nothing], "{healthCheck: {type: None}}")).await;
+    let (_stream, head) = handshake(h.listen("web").await, "/chat").await;
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("x-rollcall-reason: upstream-connect-failure"),
+        "{head}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_shutdown_a_tunnel_keeps_working_through_the_grace_period_then_is_closed() {
+    let (backend, _tasks) = echo_backend().await;
+    let h = Harness::start(&config(&[backend], "{healthCheck: {type: None}}")).await;
+    let (mut stream, head) = handshake(h.listen("web").await, "/chat").await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let runtime = std::sync::Arc::clone(&h.sidecar.runtime);
+    let grace = Duration::from_millis(800);
+    let started = tokio::time::Instant::now();
+    let stopping = tokio::spawn(async move { runtime.shutdown_within(grace).await });
+    // Still open while the grace period runs.
+    let frame = text_frame("still here");
+    assert_eq!(echo(&mut stream, &frame).await, frame);
+    // Then closed: the read ends.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the tunnel was never closed");
+    assert!(
+        started.elapsed() >= grace,
+        "closed before the grace period ended"
+    );
+    stopping.await.expect("shutdown");
+}
