@@ -84,6 +84,8 @@ pub struct LoadBalancer {
     pub hash_header: Option<String>,
     /// No endpoint receives more than this multiple of its fair share of recent requests.
     pub max_share_multiple: f64,
+    /// Prefer endpoints in the sidecar's own zone (off unless enabled).
+    pub zone_aware: ZoneAware,
 }
 
 impl Default for LoadBalancer {
@@ -92,6 +94,28 @@ impl Default for LoadBalancer {
             algorithm: Algorithm::default(),
             hash_header: None,
             max_share_multiple: 2.0,
+            zone_aware: ZoneAware::default(),
+        }
+    }
+}
+
+/// Zone-aware routing: while enough of the sidecar's own zone is eligible, only endpoints there
+/// get new requests; below that, every zone does (spill-over). Needs the sidecar's zone
+/// (`--zone` / `ROLLCALL_ZONE`) and endpoint zones in the roster; without either it is off.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ZoneAware {
+    pub enabled: bool,
+    /// The share of the local zone's endpoints that must be eligible (and at least one) for
+    /// traffic to stay in the zone.
+    pub min_healthy: Percent,
+}
+
+impl Default for ZoneAware {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            min_healthy: Percent::new(70.0),
         }
     }
 }

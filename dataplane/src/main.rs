@@ -78,6 +78,10 @@ struct Args {
     /// what is left. Keep delay + grace below the pod's terminationGracePeriodSeconds.
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// The zone this sidecar runs in (its node's `topology.kubernetes.io/zone`), for pools with
+    /// `loadBalancer.zoneAware.enabled`.
+    #[arg(long, env = "ROLLCALL_ZONE")]
+    zone: Option<String>,
 }
 
 #[tokio::main]
@@ -95,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
         tuning: Tuning {
             request_body_idle: args.request_body_idle_timeout,
             response_body_idle: args.response_body_idle_timeout,
+            local_zone: args.zone.filter(|z| !z.is_empty()).map(Into::into),
             ..Tuning::default()
         },
         shutdown: ShutdownPlan {

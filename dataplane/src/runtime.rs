@@ -119,7 +119,7 @@ impl Runtime {
             let pool = Pool::new(
                 &pool_config.name,
                 settings.clone(),
-                self.tuning,
+                self.tuning.clone(),
                 Arc::clone(&self.metrics),
             );
             // Its roster first, so its first request does not meet an empty pool.

@@ -43,7 +43,7 @@ pub struct ControlledOptions {
 }
 
 /// What both modes share beyond where they listen: the request path's knobs and the exit plan.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     pub tuning: Tuning,
     pub shutdown: ShutdownPlan,

@@ -180,3 +180,46 @@ async fn endpoints_answers_while_a_removed_pool_waits_for_its_last_request() {
     let reply = within(in_flight).await.unwrap().unwrap();
     assert_eq!(reply.status, StatusCode::OK, "the last request finished");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zone_aware_routing_stays_in_the_sidecars_zone_and_spills_over_when_it_fails() {
+    use rollcall_dataplane::pool::Tuning;
+    let mut backends = Vec::new();
+    for _ in 0..4 {
+        backends.push(TestBackend::spawn(Behavior::ok()).await.unwrap());
+    }
+    let mut yaml = String::from("pools:\n- name: web\n  listen: 127.0.0.1:0\n  endpoints:\n");
+    for (i, b) in backends.iter().enumerate() {
+        let zone = if i < 2 { "zone-a" } else { "zone-b" };
+        yaml.push_str(&format!(
+            "  - {{address: \"{}\", zone: {zone}}}\n",
+            b.addr()
+        ));
+    }
+    // Three tries: a request that meets both dead endpoints still has a third.
+    yaml.push_str("  policy: {healthCheck: {type: None}, retries: {attempts: 3}, outlierDetection: {consecutiveGatewayErrors: 1, maxEjectionPercent: 100}, loadBalancer: {zoneAware: {enabled: true, minHealthy: 50%}}}\n");
+    let tuning = Tuning {
+        local_zone: Some("zone-a".into()),
+        ..Tuning::default()
+    };
+    let h = Harness::start_with(&yaml, tuning).await;
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    for _ in 0..100 {
+        assert_eq!(conn.get("/").await.unwrap().status, StatusCode::OK);
+    }
+    let served: Vec<u64> = backends.iter().map(TestBackend::requests).collect();
+    assert_eq!(served[2] + served[3], 0, "zone b got traffic: {served:?}");
+    assert_eq!(served[0] + served[1], 100);
+    // Zone a goes down: its requests are retried across zones, and once it is ejected zone b
+    // takes them all.
+    backends[0].kill().await;
+    backends[1].kill().await;
+    for _ in 0..100 {
+        let reply = conn.get("/").await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    }
+    for b in &backends[..2] {
+        h.wait_for_state("web", b.addr(), State::Ejected).await;
+    }
+    assert!(backends[2].requests() + backends[3].requests() >= 100);
+}

@@ -153,6 +153,11 @@ impl PoolPolicy {
             "loadBalancer.maxShareMultiple",
             format!("must be at least 1, got {}", lb.max_share_multiple),
         );
+        check(
+            lb.zone_aware.min_healthy.get() <= 100.0,
+            "loadBalancer.zoneAware.minHealthy",
+            format!("must be at most 100%, got {}", lb.zone_aware.min_healthy),
+        );
         let rt = &self.retries;
         check(
             (1..=10).contains(&rt.attempts),

@@ -38,6 +38,8 @@ pub(super) struct Core {
     dirty: bool,
     /// The last snapshot has an endpoint ramping up: every tick changes its weight.
     ramping: bool,
+    /// The last snapshot kept new requests in the sidecar's zone.
+    in_zone: bool,
 }
 
 impl Core {
@@ -60,6 +62,7 @@ impl Core {
             version: 0,
             dirty: true,
             ramping: false,
+            in_zone: false,
         }
     }
 
@@ -180,6 +183,16 @@ impl Core {
         self.version += 1;
         let routing = self.build(now);
         self.ramping = routing.ramping;
+        let in_zone = routing.spill.is_some();
+        if in_zone != self.in_zone && self.settings.policy.load_balancer.zone_aware.enabled {
+            let zone = self.tuning.local_zone.as_deref().unwrap_or("");
+            if in_zone {
+                tracing::info!(pool = %self.name, %zone, "zone-aware: routing within the sidecar's zone");
+            } else {
+                tracing::warn!(pool = %self.name, %zone, "zone-aware: too few eligible endpoints in the sidecar's zone, spilling over to every zone");
+            }
+        }
+        self.in_zone = in_zone;
         routing
     }
 
@@ -251,6 +264,36 @@ impl Core {
         }
     }
 
+    /// Zone-aware routing: the candidates in the sidecar's zone when the pool asks for it and
+    /// enough of that zone is eligible (`loadBalancer.zoneAware.minHealthy` of its routed
+    /// endpoints, and at least one); `None` to route across every zone.
+    fn local_candidates(&self, candidates: &[Candidate]) -> Option<Vec<Candidate>> {
+        let zone_aware = &self.settings.policy.load_balancer.zone_aware;
+        let local = self.tuning.local_zone.as_deref()?;
+        if !zone_aware.enabled {
+            return None;
+        }
+        let in_zone = |addr: &SocketAddr| {
+            self.endpoints
+                .get(addr)
+                .is_some_and(|e| e.zone.as_deref() == Some(local))
+        };
+        // Every endpoint of the zone that is not leaving: routed, ejected or on probation.
+        let zone_total = self
+            .endpoints
+            .keys()
+            .filter(|addr| in_zone(addr) && self.health.state(**addr) != Some(State::Draining))
+            .count();
+        let eligible: Vec<Candidate> = candidates
+            .iter()
+            .filter(|c| in_zone(&c.addr))
+            .cloned()
+            .collect();
+        let enough = !eligible.is_empty()
+            && eligible.len() as f64 >= zone_aware.min_healthy.fraction() * zone_total as f64;
+        enough.then_some(eligible)
+    }
+
     fn build(&self, now: Instant) -> Routing {
         let routes = self.health.routes(now);
         let mut candidates = Vec::new();
@@ -275,15 +318,20 @@ impl Core {
             }
         }
         let ramping = candidates.iter().any(|c| c.weight_factor < 1.0);
+        let lb = &self.settings.policy.load_balancer;
+        let (selector, spill) = match self.local_candidates(&candidates) {
+            Some(local) => (
+                Selector::new(lb, local, Arc::clone(&self.share)),
+                Some(Selector::new(lb, candidates, Arc::clone(&self.share))),
+            ),
+            None => (Selector::new(lb, candidates, Arc::clone(&self.share)), None),
+        };
         Routing {
             version: self.version,
             settings: Arc::clone(&self.settings),
             name: Arc::clone(&self.name),
-            selector: Selector::new(
-                &self.settings.policy.load_balancer,
-                candidates,
-                Arc::clone(&self.share),
-            ),
+            selector,
+            spill,
             normal,
             probation,
             fallback,

@@ -86,7 +86,7 @@ impl Pool {
         let mut core = core::Core::new(
             Arc::clone(&name),
             Arc::new(settings),
-            tuning,
+            tuning.clone(),
             Arc::clone(&metrics),
             now,
         );

@@ -26,7 +26,10 @@ pub struct Routing {
     pub settings: Arc<PoolSettings>,
     pub(super) name: Arc<str>,
     pub(super) selector: Selector,
-    /// The endpoints the selector chooses among.
+    /// Zone-aware routing keeping first tries in the sidecar's zone: the selector over every
+    /// zone, for retries. `None` otherwise.
+    pub(super) spill: Option<Selector>,
+    /// The endpoints the selectors choose among.
     pub(super) normal: HashMap<SocketAddr, Arc<Endpoint>>,
     pub(super) probation: Vec<Arc<Endpoint>>,
     pub(super) fallback: Vec<Arc<Endpoint>>,
@@ -58,7 +61,13 @@ impl Routing {
         {
             return Ok(endpoint);
         }
-        if let Some(candidate) = self.selector.pick(hash_key, exclude, now)
+        // A first try stays in the sidecar's zone (when zone-aware routing holds it there); a
+        // retry may go anywhere: the failure may be the zone's.
+        let candidate = match &self.spill {
+            Some(spill) if !exclude.is_empty() => spill.pick(hash_key, exclude, now),
+            _ => self.selector.pick(hash_key, exclude, now),
+        };
+        if let Some(candidate) = candidate
             && let Some(endpoint) = self.normal.get(&candidate.addr)
         {
             return Ok(Arc::clone(endpoint));

@@ -2,6 +2,7 @@
 //! whole on reload (inside the routing snapshot), never re-parsed per request. `Tuning` holds the
 //! sidecar-wide knobs of the request path that come from the command line.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
@@ -26,7 +27,7 @@ pub struct PoolSettings {
 }
 
 /// Knobs of the request path shared by every pool (command-line flags).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tuning {
     /// A client's request body that sends nothing for this long is ended: `408`, charged to
     /// no endpoint. Zero disables. nginx's `client_body_timeout`.
@@ -36,6 +37,8 @@ pub struct Tuning {
     pub response_body_idle: Duration,
     /// HTTP/2 PING keep-alive to the endpoints.
     pub keepalive: KeepAlive,
+    /// The zone the sidecar runs in, for zone-aware routing.
+    pub local_zone: Option<Arc<str>>,
 }
 
 impl Default for Tuning {
@@ -44,6 +47,7 @@ impl Default for Tuning {
             request_body_idle: Duration::from_secs(60),
             response_body_idle: Duration::from_secs(60),
             keepalive: KeepAlive::default(),
+            local_zone: None,
         }
     }
 }

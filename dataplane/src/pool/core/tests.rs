@@ -127,3 +127,118 @@ fn a_drained_endpoint_is_forgotten_on_the_next_tick_and_leaves_routing() {
     let routing = core.next_snapshot(t0);
     assert_eq!(routing.routed().len(), 1);
 }
+
+// --- zone-aware routing ---
+
+fn zoned(n: u8, zone: &str) -> EndpointConfig {
+    EndpointConfig {
+        zone: Some(zone.into()),
+        ..endpoint(n, false)
+    }
+}
+
+fn zone_aware(enabled: bool) -> Arc<PoolSettings> {
+    let mut policy = PoolPolicy::default();
+    policy.outlier_detection.consecutive_gateway_errors = 2;
+    policy.outlier_detection.max_ejection_percent = 100;
+    policy.load_balancer.zone_aware.enabled = enabled;
+    policy.load_balancer.zone_aware.min_healthy = rollcall_api::policy::Percent::new(50.0);
+    Arc::new(PoolSettings::new(&policy))
+}
+
+/// A pool with endpoints 1-2 in zone `a` (the sidecar's) and 3-4 in zone `b`.
+fn two_zones(enabled: bool, sidecar_zone: Option<&str>, now: Instant) -> Core {
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let tuning = Tuning {
+        local_zone: sidecar_zone.map(Into::into),
+        ..Tuning::default()
+    };
+    let mut core = Core::new("web".into(), zone_aware(enabled), tuning, metrics, now);
+    let roster = [zoned(1, "a"), zoned(2, "a"), zoned(3, "b"), zoned(4, "b")];
+    core.update(&roster, zone_aware(enabled), now);
+    core
+}
+
+/// Where 400 first tries land, by endpoint number.
+fn first_tries(core: &mut Core, now: Instant) -> [u32; 5] {
+    let routing = core.next_snapshot(now);
+    let mut seen = [0; 5];
+    for _ in 0..400 {
+        let picked = routing.pick(None, &[], now).expect("a pick");
+        seen[number(picked.addr)] += 1;
+    }
+    seen
+}
+
+/// Endpoint `10.0.0.n`'s `n`.
+fn number(addr: SocketAddr) -> usize {
+    match addr {
+        SocketAddr::V4(v4) => usize::from(v4.ip().octets()[3]),
+        SocketAddr::V6(_) => 0,
+    }
+}
+
+fn eject(core: &mut Core, n: u8, now: Instant) {
+    for _ in 0..2 {
+        core.record_request(addr(n), Verdict::GatewayError, "HTTP 503", now);
+    }
+    assert_eq!(core.state(addr(n)), Some(State::Ejected));
+}
+
+#[test]
+fn zone_aware_routing_keeps_new_requests_in_the_sidecars_zone() {
+    let now = Instant::now();
+    let mut core = two_zones(true, Some("a"), now);
+    let seen = first_tries(&mut core, now);
+    assert_eq!(seen[3] + seen[4], 0, "{seen:?}");
+    assert!(seen[1] > 100 && seen[2] > 100, "{seen:?}");
+}
+
+#[test]
+fn a_retry_may_go_to_any_zone() {
+    let now = Instant::now();
+    let mut core = two_zones(true, Some("a"), now);
+    let routing = core.next_snapshot(now);
+    let mut seen = [0; 5];
+    for _ in 0..300 {
+        let retry = routing.pick(None, &[addr(1)], now).expect("a retry");
+        seen[number(retry.addr)] += 1;
+    }
+    assert_eq!(seen[1], 0, "never the endpoint that failed");
+    assert!(seen[2] > 0 && seen[3] > 0 && seen[4] > 0, "{seen:?}");
+}
+
+#[test]
+fn below_min_healthy_the_local_zone_spills_over_to_every_zone() {
+    let now = Instant::now();
+    let mut core = two_zones(true, Some("a"), now);
+    eject(&mut core, 1, now);
+    // One of two eligible: exactly 50%, still enough.
+    let seen = first_tries(&mut core, now);
+    assert_eq!((seen[1], seen[3] + seen[4]), (0, 0), "{seen:?}");
+    eject(&mut core, 2, now);
+    // None eligible in zone a: every zone.
+    let seen = first_tries(&mut core, now);
+    assert!(seen[3] > 100 && seen[4] > 100, "{seen:?}");
+}
+
+#[test]
+fn zone_aware_routing_is_off_unless_enabled_and_the_sidecar_knows_its_zone() {
+    let now = Instant::now();
+    for (enabled, zone) in [(false, Some("a")), (true, None)] {
+        let mut core = two_zones(enabled, zone, now);
+        let seen = first_tries(&mut core, now);
+        assert!(
+            seen[1..].iter().all(|&n| n > 50),
+            "{enabled} {zone:?}: {seen:?}"
+        );
+    }
+}
+
+#[test]
+fn a_sidecar_in_a_zone_without_endpoints_routes_across_every_zone() {
+    let now = Instant::now();
+    let mut core = two_zones(true, Some("c"), now);
+    let seen = first_tries(&mut core, now);
+    assert!(seen[1..].iter().all(|&n| n > 50), "{seen:?}");
+}
