@@ -153,6 +153,8 @@ pub struct HealthCheck {
     pub healthy_threshold: u32,
     /// Consecutive probe failures that eject an endpoint.
     pub unhealthy_threshold: u32,
+    /// The service `GRPC` checks ask about; empty for the server as a whole.
+    pub grpc_service: String,
 }
 
 impl Default for HealthCheck {
@@ -166,6 +168,7 @@ impl Default for HealthCheck {
             jitter: Percent::new(10.0),
             healthy_threshold: 2,
             unhealthy_threshold: 3,
+            grpc_service: String::new(),
         }
     }
 }
@@ -179,6 +182,9 @@ pub enum HealthCheckType {
     Tcp,
     #[serde(rename = "HTTP")]
     Http,
+    /// `grpc.health.v1.Health/Check` over h2c for `grpcService`; healthy when it says SERVING.
+    #[serde(rename = "GRPC")]
+    Grpc,
     /// No active probes: passive detection only, re-admission through probation traffic.
     None,
 }

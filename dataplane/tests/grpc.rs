@@ -132,3 +132,53 @@ async fn the_sidecars_own_answers_are_grpc_statuses() {
     assert!(reply.body.is_empty(), "trailers-only");
     assert!(reply.headers.contains_key("x-rollcall-reason"));
 }
+
+const GRPC_PROBES: &str = "{type: GRPC, interval: 100ms, timeout: 100ms, jitter: 0%, healthyThreshold: 2, unhealthyThreshold: 3}";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_probes_admit_serving_endpoints_and_eject_one_that_stops_serving() {
+    let a = GrpcBackend::spawn(GrpcAnswer::Trailers(0)).await;
+    let b = GrpcBackend::spawn(GrpcAnswer::Trailers(0)).await;
+    let h = Harness::start(&config(
+        &[a.addr(), b.addr()],
+        &format!("{{protocol: GRPC, healthCheck: {GRPC_PROBES}}}"),
+    ))
+    .await;
+    h.wait_for_state("web", a.addr(), State::Healthy).await;
+    h.wait_for_state("web", b.addr(), State::Healthy).await;
+    a.set_serving(Some(false));
+    let ejected = h.wait_for_state("web", a.addr(), State::Ejected).await;
+    assert_eq!(ejected.health.reason, Reason::ProbeFailures);
+    let error = ejected.health.last_error.unwrap_or_default();
+    assert!(error.contains("not serving"), "{error}");
+    a.set_serving(Some(true));
+    h.wait_for_state("web", a.addr(), State::Probation).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_health_service_is_told_apart() {
+    let a = GrpcBackend::spawn(GrpcAnswer::Trailers(0)).await;
+    let b = GrpcBackend::spawn(GrpcAnswer::Trailers(0)).await;
+    a.set_serving(None);
+    let h = Harness::start(&config(
+        &[a.addr(), b.addr()],
+        &format!("{{protocol: GRPC, healthCheck: {GRPC_PROBES}}}"),
+    ))
+    .await;
+    let ejected = h.wait_for_state("web", a.addr(), State::Ejected).await;
+    let error = ejected.health.last_error.unwrap_or_default();
+    assert!(error.contains("UNIMPLEMENTED"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_probes_speak_http2_to_an_http2_pool() {
+    // These backends speak only HTTP/2 (prior knowledge): an HTTP/1.1 probe would fail.
+    let a = GrpcBackend::spawn(GrpcAnswer::Trailers(0)).await;
+    let h = Harness::start(&config(
+        &[a.addr()],
+        "{protocol: HTTP2, healthCheck: {type: HTTP, path: /healthz, interval: 100ms, timeout: 100ms}}",
+    ))
+    .await;
+    let healthy = h.wait_for_state("web", a.addr(), State::Healthy).await;
+    assert_eq!(healthy.health.reason, Reason::ProbeSucceeded);
+}

@@ -160,3 +160,26 @@ draining: {timeout: 24h}
     );
     assert!(describe(&errors).contains("must be at most 24h, got 100000000h"));
 }
+
+#[test]
+fn grpc_health_checks_need_an_http2_protocol() {
+    let refused = parse("healthCheck: {type: GRPC}").validate().unwrap_err();
+    let fields: Vec<_> = refused.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields, ["healthCheck.type"]);
+    assert!(describe(&refused).contains("need protocol GRPC"));
+    for protocol in ["GRPC", "HTTP2"] {
+        let p = parse(&format!(
+            "protocol: {protocol}\nhealthCheck: {{type: GRPC, grpcService: shop.Checkout}}"
+        ));
+        assert_eq!(p.validate(), Ok(()), "{protocol}");
+        assert_eq!(p.health_check.grpc_service, "shop.Checkout");
+    }
+}
+
+#[test]
+fn zone_aware_min_healthy_is_a_share() {
+    let p = parse("loadBalancer: {zoneAware: {enabled: true, minHealthy: 150%}}");
+    let errors = p.validate().unwrap_err();
+    assert_eq!(errors[0].field, "loadBalancer.zoneAware.minHealthy");
+    assert!(!PoolPolicy::default().load_balancer.zone_aware.enabled);
+}

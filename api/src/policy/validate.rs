@@ -6,7 +6,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{Algorithm, DurationString, HealthCheckType, PoolPolicy};
+use super::{Algorithm, DurationString, HealthCheckType, PoolPolicy, Protocol};
 
 /// Longest duration any field accepts. Every timer of the sidecar adds a duration to the clock;
 /// a day is longer than any timeout, ejection or drain anyone means, and far from overflowing
@@ -93,6 +93,14 @@ impl PoolPolicy {
                 hc.path.starts_with('/'),
                 "healthCheck.path",
                 format!("must start with '/', got {:?}", hc.path),
+            );
+        }
+        if hc.kind == HealthCheckType::Grpc {
+            check(
+                matches!(self.protocol, Protocol::Grpc | Protocol::Http2),
+                "healthCheck.type",
+                "GRPC checks need protocol GRPC (or HTTP2): the health service speaks HTTP/2"
+                    .into(),
             );
         }
         check(

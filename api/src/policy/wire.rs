@@ -64,8 +64,8 @@ mod tests {
 
     #[test]
     fn fields_from_a_newer_controller_are_dropped_and_named() {
-        let json = r#"{"healthCheck": {"interval": "5s", "grpcService": "x"},
-                       "outlierDetection": {"baseEjectionTime": "10s", "zoneAware": true},
+        let json = r#"{"healthCheck": {"interval": "5s", "http3Probe": "x"},
+                       "outlierDetection": {"baseEjectionTime": "10s", "quantumEjection": true},
                        "futurePolicy": {"a": 1}}"#;
         let (policy, dropped) = from_json_lenient(json).unwrap();
         assert_eq!(policy.health_check.interval.to_string(), "5s");
@@ -75,7 +75,7 @@ mod tests {
         );
         let mut dropped = dropped;
         dropped.sort();
-        assert_eq!(dropped, ["futurePolicy", "grpcService", "zoneAware"]);
+        assert_eq!(dropped, ["futurePolicy", "http3Probe", "quantumEjection"]);
     }
 
     #[test]

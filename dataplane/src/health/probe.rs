@@ -5,16 +5,18 @@
 //! successes after a failure not yet `healthyThreshold`) the next probe goes out after a quarter
 //! of the interval, as HAProxy's `fastinter` does: a fault is confirmed, and a recovery proven,
 //! in a fraction of the time; a stable endpoint, up or down, is probed at the interval.
-//! TCP probes connect and close; HTTP probes open a fresh connection and `GET` the path,
-//! expecting a status in range. The task knows nothing of pools: it reads the current check from
+//! TCP probes connect and close; HTTP probes open a fresh connection (h2c for pools that speak
+//! HTTP/2) and `GET` the path, expecting a status in range; gRPC probes call
+//! `grpc.health.v1.Health/Check` over h2c and expect SERVING. The task knows nothing of pools: it reads the current check from
 //! a watch channel and hands each result to `report`, which says whether anyone still listens.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Empty;
-use hyper_util::rt::TokioIo;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prost::Message as _;
 use rand::Rng;
 use rollcall_api::policy::{HealthCheck, HealthCheckType};
 use tokio::net::TcpStream;
@@ -24,13 +26,14 @@ use tokio::sync::watch;
 /// settings go away. `report(ok, detail)` gets every result.
 pub async fn run(
     addr: SocketAddr,
-    mut settings: watch::Receiver<HealthCheck>,
+    mut settings: watch::Receiver<ProbeSpec>,
     mut report: impl FnMut(bool, String) -> bool,
 ) {
     let mut first = true;
     let mut streak = Streak::default();
     loop {
-        let check = settings.borrow_and_update().clone();
+        let spec = settings.borrow_and_update().clone();
+        let check = &spec.check;
         if check.kind == HealthCheckType::None {
             // Probes are off: wait for a reload that turns them on.
             if settings.changed().await.is_err() {
@@ -43,11 +46,11 @@ pub async fn run(
         let wait = if first {
             jitter(Duration::from_millis(100), check.jitter.fraction().max(0.5))
         } else {
-            jitter(streak.interval(&check), check.jitter.fraction())
+            jitter(streak.interval(check), check.jitter.fraction())
         };
         first = false;
         tokio::time::sleep(wait).await;
-        let (ok, detail) = match probe(addr, &check).await {
+        let (ok, detail) = match probe(addr, &spec).await {
             Ok(()) => (true, String::new()),
             Err(detail) => (false, detail),
         };
@@ -105,45 +108,188 @@ fn jitter(base: Duration, fraction: f64) -> Duration {
     base + base.mul_f64(rand::rng().random_range(0.0..fraction.min(1.0)))
 }
 
+/// What a probe task probes with: the pool's check, and whether the pool speaks HTTP/2 to its
+/// endpoints (then HTTP checks go over h2c too, as the traffic does).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeSpec {
+    pub check: HealthCheck,
+    pub http2: bool,
+}
+
+/// `grpc.health.v1.HealthCheckRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct HealthCheckRequest {
+    #[prost(string, tag = "1")]
+    service: String,
+}
+
+/// `grpc.health.v1.HealthCheckResponse`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct HealthCheckResponse {
+    #[prost(int32, tag = "1")]
+    status: i32,
+}
+
+/// `HealthCheckResponse.ServingStatus.SERVING`.
+const SERVING: i32 = 1;
+
 /// One probe; `Err` says what failed, in words fit for a status field.
-pub async fn probe(addr: SocketAddr, check: &HealthCheck) -> Result<(), String> {
+pub async fn probe(addr: SocketAddr, spec: &ProbeSpec) -> Result<(), String> {
+    let check = &spec.check;
     let timeout = check.timeout.get();
     let work = async {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|e| format!("probe connect failed: {e}"))?;
-        if check.kind != HealthCheckType::Http {
-            return Ok(());
-        }
-        let (mut tx, conn) =
-            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("probe handshake failed: {e}"))?;
-        let conn = tokio::spawn(conn);
-        let request = http::Request::get(check.path.as_str())
-            .header(http::header::HOST, addr.to_string())
-            .header(http::header::USER_AGENT, "rollcall-probe")
-            .header(http::header::CONNECTION, "close")
-            .body(Empty::new())
-            .map_err(|e| format!("probe request invalid: {e}"))?;
-        let response = tx.send_request(request).await;
-        conn.abort();
-        let status = response
-            .map_err(|e| format!("probe request failed: {e}"))?
-            .status()
-            .as_u16();
-        if check.expected_statuses.contains(status) {
-            Ok(())
-        } else {
-            Err(format!(
-                "probe answered {status}, expected {}",
-                check.expected_statuses
-            ))
+        match check.kind {
+            HealthCheckType::Http if spec.http2 => {
+                let request = http_request(addr, check)?;
+                let status = send_h2(stream, request).await?.status().as_u16();
+                expect_status(check, status)
+            }
+            HealthCheckType::Http => {
+                let request = http_request(addr, check)?;
+                let status = send_h1(stream, request).await?;
+                expect_status(check, status)
+            }
+            HealthCheckType::Grpc => grpc_check(stream, addr, &check.grpc_service).await,
+            HealthCheckType::Tcp | HealthCheckType::None => Ok(()),
         }
     };
     match tokio::time::timeout(timeout, work).await {
         Ok(result) => result,
         Err(_) => Err(format!("probe timed out after {}", check.timeout)),
+    }
+}
+
+fn http_request(
+    addr: SocketAddr,
+    check: &HealthCheck,
+) -> Result<http::Request<Full<Bytes>>, String> {
+    http::Request::get(check.path.as_str())
+        .header(http::header::HOST, addr.to_string())
+        .header(http::header::USER_AGENT, "rollcall-probe")
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| format!("probe request invalid: {e}"))
+}
+
+fn expect_status(check: &HealthCheck, status: u16) -> Result<(), String> {
+    if check.expected_statuses.contains(status) {
+        Ok(())
+    } else {
+        Err(format!(
+            "probe answered {status}, expected {}",
+            check.expected_statuses
+        ))
+    }
+}
+
+/// One request on a fresh HTTP/1.1 connection, closed after it.
+async fn send_h1(
+    stream: TcpStream,
+    mut request: http::Request<Full<Bytes>>,
+) -> Result<u16, String> {
+    request.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("probe handshake failed: {e}"))?;
+    let conn = tokio::spawn(conn);
+    let response = tx.send_request(request).await;
+    conn.abort();
+    Ok(response
+        .map_err(|e| format!("probe request failed: {e}"))?
+        .status()
+        .as_u16())
+}
+
+/// One request on a fresh h2c connection, its whole response read (trailers included).
+async fn send_h2(
+    stream: TcpStream,
+    request: http::Request<Full<Bytes>>,
+) -> Result<http::Response<http_body_util::Collected<Bytes>>, String> {
+    let (mut tx, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("probe handshake failed: {e}"))?;
+    let conn = tokio::spawn(conn);
+    let result = async {
+        let response = tx
+            .send_request(request)
+            .await
+            .map_err(|e| format!("probe request failed: {e}"))?;
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| format!("probe response failed: {e}"))?;
+        Ok(http::Response::from_parts(parts, body))
+    }
+    .await;
+    conn.abort();
+    result
+}
+
+/// `grpc.health.v1.Health/Check` for `service`: healthy when the call succeeds and says SERVING.
+async fn grpc_check(stream: TcpStream, addr: SocketAddr, service: &str) -> Result<(), String> {
+    let message = HealthCheckRequest {
+        service: service.to_owned(),
+    }
+    .encode_to_vec();
+    let mut framed = Vec::with_capacity(5 + message.len());
+    framed.push(0);
+    framed.extend_from_slice(
+        &u32::try_from(message.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    framed.extend_from_slice(&message);
+    let request = http::Request::post("/grpc.health.v1.Health/Check")
+        .header(http::header::HOST, addr.to_string())
+        .header(http::header::USER_AGENT, "rollcall-probe")
+        .header(http::header::CONTENT_TYPE, "application/grpc")
+        .header(http::header::TE, "trailers")
+        .body(Full::new(Bytes::from(framed)))
+        .map_err(|e| format!("probe request invalid: {e}"))?;
+    let response = send_h2(stream, request).await?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "grpc health check answered HTTP {}",
+            response.status()
+        ));
+    }
+    let grpc_status = |h: &http::HeaderMap| {
+        h.get("grpc-status")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u32>().ok())
+    };
+    let (parts, body) = response.into_parts();
+    let status = grpc_status(&parts.headers).or_else(|| body.trailers().and_then(grpc_status));
+    match status {
+        Some(0) => {}
+        Some(12) => {
+            return Err("grpc health check: UNIMPLEMENTED (no grpc.health.v1 service)".into());
+        }
+        Some(5) => return Err(format!("grpc health check: service {service:?} is unknown")),
+        Some(code) => return Err(format!("grpc health check failed with grpc-status {code}")),
+        None => return Err("grpc health check ended without a grpc-status".into()),
+    }
+    let bytes = body.to_bytes();
+    let payload = bytes
+        .get(5..)
+        .filter(|_| bytes.first() == Some(&0))
+        .ok_or_else(|| "grpc health check answered no (uncompressed) message".to_owned())?;
+    let answer = HealthCheckResponse::decode(payload)
+        .map_err(|e| format!("grpc health check answer is not a HealthCheckResponse: {e}"))?;
+    if answer.status == SERVING {
+        Ok(())
+    } else {
+        Err(format!(
+            "grpc health check: not serving (status {})",
+            answer.status
+        ))
     }
 }
 

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use rollcall_api::policy::HealthCheck;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -21,7 +20,7 @@ use super::report::PoolView;
 use super::routing::Routing;
 use super::settings::PoolSettings;
 use crate::config::EndpointConfig;
-use crate::health::probe;
+use crate::health::probe::{self, ProbeSpec};
 use crate::outcome::Verdict;
 
 /// How often the owner re-evaluates ejection expiry, slow start, panic and draining.
@@ -60,7 +59,7 @@ struct Owner {
     published: Arc<ArcSwap<Routing>>,
     /// For probes: they must not keep the owner alive once the pool is gone.
     evidence: mpsc::WeakUnboundedSender<Message>,
-    health_check: watch::Sender<HealthCheck>,
+    health_check: watch::Sender<ProbeSpec>,
     probes: HashMap<SocketAddr, AbortHandle>,
 }
 
@@ -71,7 +70,10 @@ pub(super) async fn run(
     evidence: mpsc::WeakUnboundedSender<Message>,
     published: Arc<ArcSwap<Routing>>,
 ) {
-    let (health_check, _) = watch::channel(core.settings().policy.health_check.clone());
+    let (health_check, _) = watch::channel(ProbeSpec {
+        check: core.settings().policy.health_check.clone(),
+        http2: core.settings().http2,
+    });
     let mut owner = Owner {
         core,
         published,
@@ -123,10 +125,13 @@ impl Owner {
                 settings,
                 done,
             } => {
-                let check = settings.policy.health_check.clone();
+                let spec = ProbeSpec {
+                    check: settings.policy.health_check.clone(),
+                    http2: settings.http2,
+                };
                 self.health_check.send_if_modified(|current| {
-                    let changed = *current != check;
-                    *current = check;
+                    let changed = *current != spec;
+                    *current = spec;
                     changed
                 });
                 for addr in self.core.update(&roster, settings, now) {

@@ -262,9 +262,13 @@ pub enum GrpcAnswer {
 /// An h2c backend answering every call like a gRPC server: HTTP 200,
 /// `content-type: application/grpc`, and the status its current [`GrpcAnswer`] says. Counts
 /// the calls it got.
+/// It also serves `grpc.health.v1.Health/Check`: SERVING, NOT_SERVING, or (`None`) no health
+/// service at all (UNIMPLEMENTED), as [`GrpcBackend::set_serving`] says; those calls are not
+/// counted.
 pub struct GrpcBackend {
     addr: SocketAddr,
     answer: Arc<Mutex<GrpcAnswer>>,
+    serving: Arc<Mutex<Option<bool>>>,
     calls: Arc<std::sync::atomic::AtomicU64>,
     _task: JoinSet<()>,
 }
@@ -274,18 +278,35 @@ impl GrpcBackend {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let answer = Arc::new(Mutex::new(answer));
+        let serving = Arc::new(Mutex::new(Some(true)));
         let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (current, count) = (Arc::clone(&answer), Arc::clone(&calls));
+        let (current, count, health) = (
+            Arc::clone(&answer),
+            Arc::clone(&calls),
+            Arc::clone(&serving),
+        );
         let mut task = JoinSet::new();
         task.spawn(async move {
             let mut connections = JoinSet::new();
             while let Ok((stream, _)) = listener.accept().await {
-                let (current, count) = (Arc::clone(&current), Arc::clone(&count));
+                let (current, count, health) = (
+                    Arc::clone(&current),
+                    Arc::clone(&count),
+                    Arc::clone(&health),
+                );
                 connections.spawn(async move {
                     let service = service_fn(move |req: Request<Incoming>| {
-                        let (current, count) = (Arc::clone(&current), Arc::clone(&count));
+                        let (current, count, health) = (
+                            Arc::clone(&current),
+                            Arc::clone(&count),
+                            Arc::clone(&health),
+                        );
                         async move {
+                            let health_check = req.uri().path() == "/grpc.health.v1.Health/Check";
                             let _ = req.into_body().collect().await;
+                            if health_check {
+                                return Ok::<_, Infallible>(health_response(*health.lock()));
+                            }
                             count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             Ok::<_, Infallible>(grpc_response(*current.lock()))
                         }
@@ -299,6 +320,7 @@ impl GrpcBackend {
         Self {
             addr,
             answer,
+            serving,
             calls,
             _task: task,
         }
@@ -306,6 +328,10 @@ impl GrpcBackend {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    pub fn set_serving(&self, serving: Option<bool>) {
+        *self.serving.lock() = serving;
     }
 
     pub fn set(&self, answer: GrpcAnswer) {
@@ -348,5 +374,31 @@ fn grpc_response(
     if let (GrpcAnswer::TrailersOnly(code), None) = (answer, trailer_status) {
         headers.insert("grpc-status", http::HeaderValue::from(code));
     }
+    response
+}
+
+/// A `grpc.health.v1` answer: `HealthCheckResponse { status: SERVING (1) | NOT_SERVING (2) }`,
+/// or UNIMPLEMENTED without a health service.
+fn health_response(
+    serving: Option<bool>,
+) -> Response<http_body_util::combinators::BoxBody<Bytes, Infallible>> {
+    let Some(serving) = serving else {
+        return grpc_response(GrpcAnswer::TrailersOnly(12));
+    };
+    let status = if serving { 1 } else { 2 };
+    let message = http_body::Frame::data(Bytes::from(vec![0, 0, 0, 0, 2, 0x08, status]));
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from(0u32));
+    let frames = vec![
+        Ok::<_, Infallible>(message),
+        Ok(http_body::Frame::trailers(trailers)),
+    ];
+    let mut response = Response::new(BodyExt::boxed(http_body_util::StreamBody::new(
+        futures_util::stream::iter(frames),
+    )));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/grpc"),
+    );
     response
 }
