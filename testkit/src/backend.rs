@@ -175,6 +175,12 @@ impl TestBackend {
     }
 
     /// Zeroes the counters (not the open-connection gauge).
+    /// The `x-request-id` of every traffic request that carried one since the last reset, in
+    /// arrival order (a request that arrived twice is there twice).
+    pub fn request_ids(&self) -> Vec<String> {
+        self.shared.counters.request_ids()
+    }
+
     pub fn reset_counters(&self) {
         self.shared.counters.reset();
     }

@@ -55,6 +55,13 @@ pub(crate) async fn handle(
         return Ok(health(&shared).await);
     }
     shared.counters.request();
+    if let Some(id) = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        shared.counters.request_id(id);
+    }
     let response = match shared.next_action() {
         Action::Hang => std::future::pending().await,
         Action::Respond { status, latency } => {

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 
+use parking_lot::Mutex;
+
 use tokio::sync::Notify;
 
 const STATUSES: usize = 600;
@@ -43,6 +45,8 @@ pub(crate) struct Counters {
     connections: AtomicU64,
     open_connections: AtomicU64,
     statuses: Box<[AtomicU64]>,
+    /// The `x-request-id` of every traffic request that carried one, in arrival order.
+    request_ids: Mutex<Vec<String>>,
     waiters: AtomicUsize,
     notify: Notify,
 }
@@ -66,6 +70,7 @@ impl Counters {
             connections: AtomicU64::new(0),
             open_connections: AtomicU64::new(0),
             statuses: (0..STATUSES).map(|_| AtomicU64::new(0)).collect(),
+            request_ids: Mutex::new(Vec::new()),
             waiters: AtomicUsize::new(0),
             notify: Notify::new(),
         }
@@ -73,6 +78,15 @@ impl Counters {
 
     pub(crate) fn request(&self) {
         self.bump(&self.requests);
+    }
+
+    pub(crate) fn request_id(&self, id: &str) {
+        self.request_ids.lock().push(id.to_owned());
+    }
+
+    /// The request ids seen since the last reset.
+    pub(crate) fn request_ids(&self) -> Vec<String> {
+        self.request_ids.lock().clone()
     }
 
     pub(crate) fn health_check(&self) {
@@ -103,6 +117,7 @@ impl Counters {
         for c in self.statuses.iter() {
             c.store(0, SeqCst);
         }
+        self.request_ids.lock().clear();
         self.wake();
     }
 

@@ -260,3 +260,21 @@ async fn waiting_for_connections_sees_each_accept() -> TestResult {
     assert_eq!(backend.stats().open_connections, 2);
     Ok(())
 }
+
+#[tokio::test]
+async fn request_ids_are_kept_in_arrival_order_until_a_reset() -> TestResult {
+    let b = TestBackend::spawn(Behavior::ok()).await?;
+    let mut conn = Conn::http1(b.addr()).await?;
+    for id in ["post-4", "get-5", "post-4"] {
+        let req = conn
+            .request(Method::POST, "/")
+            .header("x-request-id", id)
+            .body(http_body_util::Full::new(bytes::Bytes::new()))?;
+        conn.send(req).await?;
+    }
+    conn.get("/").await?;
+    assert_eq!(b.request_ids(), ["post-4", "get-5", "post-4"]);
+    b.reset_counters();
+    assert!(b.request_ids().is_empty());
+    Ok(())
+}

@@ -2,7 +2,8 @@
 //! whatever happened to the previous ones (so a stalled backend cannot slow the load down and
 //! hide its own latency), over a pool of keep-alive connections that grows only when every
 //! connection is busy. One request in five is a `POST` (which no proxy here retries after it was
-//! sent), the rest `GET`s. No client retries: what this client sees is what a user would see.
+//! sent), the rest `GET`s; each carries `x-request-id: post-<n>` or `get-<n>`, so the backends can
+//! tell a request that reached them twice. No client retries: what this client sees is what a user would see.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -113,7 +114,7 @@ async fn dispatch(
         let (idle, records) = (idle.clone(), records.clone());
         requests.spawn(async move {
             let pooled = idle.lock().pop();
-            let (failure, conn) = timeout(client_timeout, one_request(target, pooled, post))
+            let (failure, conn) = timeout(client_timeout, one_request(target, pooled, post, index))
                 .await
                 .unwrap_or_else(|_| (Some("timeout".to_owned()), None));
             if let Some(conn) = conn {
@@ -136,6 +137,7 @@ async fn one_request(
     target: SocketAddr,
     pooled: Option<Conn>,
     post: bool,
+    index: u64,
 ) -> (Option<String>, Option<Conn>) {
     let mut conn = match pooled {
         Some(conn) if !conn.is_closed() => conn,
@@ -144,10 +146,23 @@ async fn one_request(
             Err(_) => return (Some("connect error".into()), None),
         },
     };
-    let reply = if post {
-        conn.post("/", &b"order=42&items=3"[..]).await
+    let (method, id) = if post {
+        (http::Method::POST, format!("post-{index}"))
     } else {
-        conn.get("/").await
+        (http::Method::GET, format!("get-{index}"))
+    };
+    let body = if post {
+        &b"order=42&items=3"[..]
+    } else {
+        &b""[..]
+    };
+    let request = conn
+        .request(method, "/")
+        .header("x-request-id", id)
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(body)));
+    let reply = match request {
+        Ok(request) => conn.send(request).await,
+        Err(_) => return (Some("bad request".into()), None),
     };
     match reply {
         Ok(reply) => {

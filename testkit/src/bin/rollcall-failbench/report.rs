@@ -27,6 +27,8 @@ pub struct Row {
     pub attempts: f64,
     /// `refused-5s`: from backend 2's return to the first request it got.
     pub back: String,
+    /// POSTs (and GETs) that reached the backends more than once.
+    pub duplicates: String,
 }
 
 /// A proxy's result in one scenario: figures, or why there are none.
@@ -87,6 +89,7 @@ pub fn row(scenario: Scenario, outcome: &Outcome) -> Row {
             (true, None) => "never".into(),
             (true, Some(t)) => secs(t),
         },
+        duplicates: format!("{}/{}", outcome.duplicate_posts, outcome.duplicate_gets),
         kinds: if kinds.is_empty() {
             "-".into()
         } else {
@@ -115,7 +118,7 @@ pub fn table(scenario: Scenario, plan: &Plan, cells: &[(Kind, Cell)]) -> String 
     );
     let _ = writeln!(
         out,
-        "{:<9} {:>8} {:>7} {:>7} {:>5} {:>7} {:>8} {:>9} {:>8} {:>7} {:>13} {:>11} {:>8} {:>6}  client failures by kind",
+        "{:<9} {:>8} {:>7} {:>7} {:>5} {:>7} {:>8} {:>9} {:>8} {:>7} {:>13} {:>11} {:>8} {:>6} {:>7}  client failures by kind",
         "proxy",
         "requests",
         "failed",
@@ -129,14 +132,15 @@ pub fn table(scenario: Scenario, plan: &Plan, cells: &[(Kind, Cell)]) -> String 
         "last b2 req",
         "marked down",
         "b2 back",
-        "tries"
+        "tries",
+        "dup P/G"
     );
     for (kind, cell) in cells {
         match cell {
             Ok(r) => {
                 let _ = writeln!(
                     out,
-                    "{:<9} {:>8} {:>7} {:>7} {:>5} {:>7.2} {:>8.2} {:>9.2} {:>8.0} {:>7} {:>13} {:>11} {:>8} {:>6.2}  {}",
+                    "{:<9} {:>8} {:>7} {:>7} {:>5} {:>7.2} {:>8.2} {:>9.2} {:>8.0} {:>7} {:>13} {:>11} {:>8} {:>6.2} {:>7}  {}",
                     kind.name(),
                     r.requests,
                     r.failed,
@@ -151,6 +155,7 @@ pub fn table(scenario: Scenario, plan: &Plan, cells: &[(Kind, Cell)]) -> String 
                     r.marked_down,
                     r.back,
                     r.attempts,
+                    r.duplicates,
                     r.kinds
                 );
             }
@@ -194,7 +199,8 @@ cannot count); last b2 req = seconds from the injection to the last one (never s
 arriving in the last 0.5 s); marked down = seconds until the proxy's own status view said b2 \
 was out (rollcall /endpoints Ejected, HAProxy stats DOWN; nginx has no view); b2 back = \
 refused-5s only, seconds from backend 2's return to the first request it got; tries = requests \
-all backends received per client request after the injection (retries included). Ratios below 1x \
+all backends received per client request after the injection (retries included); dup P/G = POSTs / \
+GETs that reached the backends more than once (a POST there twice is an order placed twice). Ratios below 1x \
 favour rollcall; 0 vs 0 is `same`.",
         plan.rate,
         plan.client_timeout.as_secs_f64()

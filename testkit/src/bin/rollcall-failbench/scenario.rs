@@ -79,6 +79,10 @@ pub struct Outcome {
     pub back_after: Option<Duration>,
     /// How long the load ran.
     pub duration: Duration,
+    /// POSTs and GETs that reached the backends more than once (a retry of a request that had
+    /// already arrived somewhere): for a POST, an order placed twice.
+    pub duplicate_posts: u64,
+    pub duplicate_gets: u64,
 }
 
 impl Scenario {
@@ -276,6 +280,7 @@ async fn drive(
         }
     }
     let records = load.finish().await;
+    let (duplicate_posts, duplicate_gets) = duplicates(backends);
     let marked_down = match watcher {
         Some(w) => {
             w.abort();
@@ -299,7 +304,25 @@ async fn drive(
         backends_after: total(backends).saturating_sub(all_before),
         back_after,
         duration,
+        duplicate_posts,
+        duplicate_gets,
     })
+}
+
+/// Requests whose id reached the backends more than once, POSTs and GETs.
+fn duplicates(backends: &[TestBackend]) -> (u64, u64) {
+    let mut seen = std::collections::HashMap::<String, u32>::new();
+    for b in backends {
+        for id in b.request_ids() {
+            *seen.entry(id).or_default() += 1;
+        }
+    }
+    let twice = |prefix: &str| {
+        seen.iter()
+            .filter(|(id, n)| id.starts_with(prefix) && **n > 1)
+            .count() as u64
+    };
+    (twice("post-"), twice("get-"))
 }
 
 /// Polls the proxy's own view every 20 ms; resolves with the first "down" after `since`.
