@@ -185,16 +185,30 @@ impl Upstream {
         if let Some(tx) = self.idle.checkout(connect_timeout).await {
             return Ok(Conn::Http1 { tx, reused: true });
         }
+        let (tx, conn) = self.http1_handshake(connect_timeout).await?;
+        self.drive(conn);
+        Ok(Conn::Http1 { tx, reused: false })
+    }
+
+    /// A new HTTP/1.1 connection, handshake done; the caller drives it.
+    async fn http1_handshake(
+        &self,
+        connect_timeout: Duration,
+    ) -> Result<
+        (
+            http1::SendRequest<ProxyBody>,
+            http1::Connection<TokioIo<TcpStream>, ProxyBody>,
+        ),
+        ConnectError,
+    > {
         let io = self.connect(connect_timeout).await?;
-        let (tx, conn) = http1::Builder::new()
+        http1::Builder::new()
             .handshake(io)
             .await
             .map_err(|source| ConnectError::Handshake {
                 addr: self.addr,
                 source,
-            })?;
-        self.drive(conn);
-        Ok(Conn::Http1 { tx, reused: false })
+            })
     }
 
     /// A fresh HTTP/1.1 connection of its own for a request that asks to switch protocols
@@ -208,14 +222,7 @@ impl Upstream {
         if self.close_all.is_cancelled() {
             return Err(ConnectError::Closed { addr: self.addr });
         }
-        let io = self.connect(connect_timeout).await?;
-        let (tx, conn) = http1::Builder::new()
-            .handshake(io)
-            .await
-            .map_err(|source| ConnectError::Handshake {
-                addr: self.addr,
-                source,
-            })?;
+        let (tx, conn) = self.http1_handshake(connect_timeout).await?;
         self.drive(conn.with_upgrades());
         Ok((tx, self.close_all.clone()))
     }
