@@ -2,7 +2,8 @@
 //! refuse unknown fields (a typo must not silently become a default), but a controller newer than
 //! the sidecar may send fields this sidecar does not know yet. Refusing those would leave every
 //! older sidecar on a stale roster for the length of a rolling upgrade, so here they are dropped,
-//! named, and the rest of the policy is used, as an older controller would have sent it.
+//! named by their path, and the rest of the policy is used, as an older controller would have
+//! sent it.
 
 use serde_json::Value;
 
@@ -11,23 +12,35 @@ use super::PoolPolicy;
 /// How many distinct unknown fields are dropped before giving up.
 const MAX_UNKNOWN: usize = 32;
 
-/// Parse `json`, dropping fields this version does not know. Returns the policy and the names
-/// of the dropped fields. Any other error (wrong type, bad duration) is an error.
+/// Parse `json`, dropping fields this version does not know. Returns the policy and the paths
+/// of the dropped fields (`healthCheck.http3Probe`). Any other error (wrong type, bad duration)
+/// is an error.
 pub fn from_json_lenient(json: &str) -> Result<(PoolPolicy, Vec<String>), serde_json::Error> {
     let mut value: Value = serde_json::from_str(json)?;
     let mut dropped = Vec::new();
     loop {
-        match serde_json::from_value::<PoolPolicy>(value.clone()) {
+        match serde_path_to_error::deserialize::<_, PoolPolicy>(&value) {
             Ok(policy) => return Ok((policy, dropped)),
             Err(error) => {
-                let Some(name) = unknown_field(&error.to_string()) else {
-                    return Err(error);
-                };
-                if dropped.len() >= MAX_UNKNOWN || dropped.contains(&name) {
+                let path: Vec<String> = error
+                    .path()
+                    .iter()
+                    .map(|segment| segment.to_string())
+                    .collect();
+                let error = error.into_inner();
+                // Only the field serde names, at the place it stands: the same name elsewhere
+                // in the policy may be a field this version knows.
+                let unknown_here = unknown_field(&error.to_string())
+                    .is_some_and(|name| path.last() == Some(&name));
+                let dotted = path.join(".");
+                if !unknown_here
+                    || dropped.len() >= MAX_UNKNOWN
+                    || dropped.contains(&dotted)
+                    || !remove_at(&mut value, &path)
+                {
                     return Err(error);
                 }
-                remove_key(&mut value, &name);
-                dropped.push(name);
+                dropped.push(dotted);
             }
         }
     }
@@ -39,23 +52,21 @@ fn unknown_field(message: &str) -> Option<String> {
     rest.split_once('`').map(|(name, _)| name.to_string())
 }
 
-/// Remove `key` from every object in `value`. Known field names are not reused across the
-/// policy's structs for unrelated meanings, so an unknown name is unknown wherever it stands.
-fn remove_key(value: &mut Value, key: &str) {
-    match value {
-        Value::Object(map) => {
-            map.remove(key);
-            for v in map.values_mut() {
-                remove_key(v, key);
-            }
+/// Remove the field at `path` (object keys from the top); whether there was one.
+fn remove_at(value: &mut Value, path: &[String]) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut current = value;
+    for key in parents {
+        match current.get_mut(key.as_str()) {
+            Some(next) => current = next,
+            None => return false,
         }
-        Value::Array(items) => {
-            for v in items {
-                remove_key(v, key);
-            }
-        }
-        _ => {}
     }
+    current
+        .as_object_mut()
+        .is_some_and(|map| map.remove(last.as_str()).is_some())
 }
 
 #[cfg(test)]
@@ -75,7 +86,25 @@ mod tests {
         );
         let mut dropped = dropped;
         dropped.sort();
-        assert_eq!(dropped, ["futurePolicy", "http3Probe", "quantumEjection"]);
+        assert_eq!(
+            dropped,
+            [
+                "futurePolicy",
+                "healthCheck.http3Probe",
+                "outlierDetection.quantumEjection"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_field_is_dropped_only_where_it_stands() {
+        // `zoneAware` is known in loadBalancer; a newer controller's `outlierDetection.zoneAware`
+        // must not take the real one with it.
+        let json = r#"{"loadBalancer": {"zoneAware": {"enabled": true}},
+                       "outlierDetection": {"zoneAware": true}}"#;
+        let (policy, dropped) = from_json_lenient(json).unwrap();
+        assert!(policy.load_balancer.zone_aware.enabled);
+        assert_eq!(dropped, ["outlierDetection.zoneAware"]);
     }
 
     #[test]
