@@ -1,7 +1,8 @@
 //! Live load of one endpoint: requests in flight, peak-EWMA latency of successes, the recent
-//! error rate, the static weight, and whether it has stopped answering (a stall). The pool shares one `Arc<EndpointLoad>` per endpoint with
-//! every selector built over it, so the statistics survive selector rebuilds. Reads and writes
-//! are plain atomics; time is always passed in.
+//! error rate, the static weight, and whether it has stopped answering (a stall). The pool
+//! shares one `Arc<EndpointLoad>` per endpoint with every selector built over it, so the
+//! statistics survive selector rebuilds. Reads and writes are plain atomics; time is passed in
+//! (but for a guard dropped mid-try, which reads the clock).
 //!
 //! Each average lives in one `AtomicU64` that packs the value (`f32`) with the time of its last
 //! sample (milliseconds since the load was created, `u32`), so an update is one compare-exchange
@@ -35,18 +36,18 @@ pub const STALL_FLOOR: Duration = Duration::from_millis(200);
 /// …and after this many times the endpoint's own latency estimate, when that is longer.
 pub const STALL_MULTIPLE: f64 = 8.0;
 
-/// A stalled endpoint with nothing in flight gets one trial try this long after its stall began,
-/// and another every time that one goes unanswered: a stall is not forever.
+/// A stalled endpoint with nothing in flight is avoided this long after its last try went
+/// unanswered, then gets one trial try; every trial that goes unanswered starts this again.
 pub const STALL_RETRY: Duration = Duration::from_secs(2);
 
-/// Whether an endpoint is stalled: it has tries waiting (or its last try went unanswered) and
-/// has answered nothing for longer than `threshold`. With nothing in flight, a trial is due once
-/// [`STALL_RETRY`] has passed (and again each time a trial is not answered either).
-pub fn is_stalled(waiting: u64, unanswered_for: Option<Duration>, threshold: Duration) -> bool {
-    match unanswered_for {
-        None => false,
-        Some(quiet) if waiting == 0 => quiet > threshold && quiet < STALL_RETRY,
-        Some(quiet) => quiet > threshold,
+/// Whether an endpoint is stalled, `quiet` being how long it has answered nothing while tries
+/// were waiting (`waiting` of them now), or since its last try went unanswered. With tries
+/// waiting: once `quiet` exceeds `threshold`. With none: until [`STALL_RETRY`] has passed.
+pub fn is_stalled(waiting: u64, quiet: Duration, threshold: Duration) -> bool {
+    if waiting == 0 {
+        quiet < STALL_RETRY
+    } else {
+        quiet > threshold
     }
 }
 
@@ -133,7 +134,7 @@ impl EndpointLoad {
         let threshold = self.latency_secs(now).map_or(STALL_FLOOR, |secs| {
             STALL_FLOOR.max(Duration::from_secs_f64(secs * STALL_MULTIPLE))
         });
-        is_stalled(self.waiting.load(Ordering::Acquire), Some(quiet), threshold)
+        is_stalled(self.waiting.load(Ordering::Acquire), quiet, threshold)
     }
 
     /// One awaited try settled: `responded` when the endpoint showed it is there (any answer,
@@ -143,15 +144,16 @@ impl EndpointLoad {
             .waiting
             .fetch_sub(1, Ordering::AcqRel)
             .saturating_sub(1);
-        if responded {
-            let next = if left == 0 {
-                ANSWERED
-            } else {
-                // The others still waiting are judged from this answer on.
-                u64::from(self.stamp(now))
-            };
-            self.unanswered_since.store(next, Ordering::Release);
-        }
+        let next = match (responded, left) {
+            (true, 0) => ANSWERED,
+            // The others still waiting are judged from this answer on.
+            (true, _) => u64::from(self.stamp(now)),
+            // The last one waiting went unanswered: avoided for STALL_RETRY from now.
+            (false, 0) => u64::from(self.stamp(now)),
+            // Unanswered, others still waiting: the stall goes on from where it began.
+            (false, _) => return,
+        };
+        self.unanswered_since.store(next, Ordering::Release);
     }
 
     /// An awaited try abandoned without a verdict (the client left, the request was cut): no

@@ -239,21 +239,19 @@ fn concurrent_guards_from_many_threads_balance_out() {
 #[test]
 fn stall_verdict_at_its_edges() {
     let t = ms(200);
-    assert!(!is_stalled(3, None, t), "everything answered");
     assert!(
-        !is_stalled(3, Some(ms(200)), t),
+        !is_stalled(3, ms(200), t),
         "exactly the threshold is not beyond it"
     );
-    assert!(is_stalled(3, Some(ms(201)), t));
+    assert!(is_stalled(3, ms(201), t));
     assert!(
-        is_stalled(1, Some(Duration::from_secs(60)), t),
+        is_stalled(1, Duration::from_secs(60), t),
         "waiting: for as long as it waits"
     );
     // Nothing in flight, last try unanswered: avoided until a trial is due.
-    assert!(is_stalled(0, Some(ms(201)), t));
-    assert!(is_stalled(0, Some(STALL_RETRY - ms(1)), t));
-    assert!(!is_stalled(0, Some(STALL_RETRY), t), "a trial is due");
-    assert!(!is_stalled(0, Some(ms(100)), t));
+    assert!(is_stalled(0, ms(0), t));
+    assert!(is_stalled(0, STALL_RETRY - ms(1), t));
+    assert!(!is_stalled(0, STALL_RETRY, t), "a trial is due");
 }
 
 #[test]
@@ -289,23 +287,32 @@ fn a_slow_endpoint_gets_eight_times_its_latency_before_it_counts_as_stalled() {
 }
 
 #[test]
-fn a_try_that_times_out_unanswered_keeps_the_endpoint_stalled_until_a_trial() {
+fn a_try_that_times_out_unanswered_keeps_the_endpoint_avoided_with_one_trial_per_retry_period() {
     let t0 = Instant::now();
     let load = load_at(t0);
     let mut lost = load.start_try(t0);
-    lost.answered(Some(false), t0 + ms(1000));
+    let timed_out = t0 + ms(1000);
+    lost.answered(Some(false), timed_out);
     drop(lost);
     assert!(
-        load.stalled(t0 + ms(1000)),
+        load.stalled(timed_out),
         "nothing waits, but nothing was answered"
     );
-    assert!(!load.stalled(t0 + STALL_RETRY), "a trial is due");
-    // The trial goes unanswered too: stalled again at once, while it waits.
-    let mut trial = load.start_try(t0 + STALL_RETRY);
-    assert!(load.stalled(t0 + STALL_RETRY + ms(1)));
-    // It is answered: all clear.
-    trial.answered(Some(true), t0 + STALL_RETRY + ms(10));
-    assert!(!load.stalled(t0 + STALL_RETRY + ms(500)));
+    assert!(load.stalled(timed_out + STALL_RETRY - ms(1)));
+    let due = timed_out + STALL_RETRY;
+    assert!(!load.stalled(due), "a trial is due");
+    // The trial waits: stalled again at once (its silence began long ago).
+    let mut trial = load.start_try(due);
+    assert!(load.stalled(due + ms(1)));
+    // It goes unanswered too: avoided for another retry period, not tried back to back.
+    let trial_lost = due + ms(1000);
+    trial.answered(Some(false), trial_lost);
+    drop(trial);
+    assert!(load.stalled(trial_lost + STALL_RETRY - ms(1)));
+    // The next trial is answered: all clear.
+    let mut next = load.start_try(trial_lost + STALL_RETRY);
+    next.answered(Some(true), trial_lost + STALL_RETRY + ms(10));
+    assert!(!load.stalled(trial_lost + STALL_RETRY + ms(500)));
 }
 
 #[test]
