@@ -204,3 +204,23 @@ async fn at_shutdown_a_tunnel_keeps_working_through_the_grace_period_then_is_clo
     );
     stopping.await.expect("shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_the_endpoint_never_answers_ends_at_the_try_timeout() {
+    let silent = rollcall_testkit::TestBackend::spawn(rollcall_testkit::Behavior::BlackHole)
+        .await
+        .expect("backend");
+    let h = Harness::start(&config(
+        &[silent.addr()],
+        "{healthCheck: {type: None}, retries: {perTryTimeout: 300ms}}",
+    ))
+    .await;
+    let (_stream, head) = handshake(h.listen("web").await, "/chat").await;
+    assert!(head.starts_with("HTTP/1.1 504"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("x-rollcall-reason: upstream-timeout"),
+        "{head}"
+    );
+    h.wait_idle("web").await;
+}

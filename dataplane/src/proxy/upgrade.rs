@@ -49,6 +49,17 @@ pub(super) fn is_upgrade<B>(req: &Request<B>) -> bool {
             .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
 }
 
+/// Remove the hop-by-hop fields but the two that make the switch: `Upgrade` as it was, and
+/// `Connection: upgrade`.
+fn strip_all_but_upgrade(headers: &mut http::HeaderMap) {
+    let protocol = headers.get(header::UPGRADE).cloned();
+    strip_hop_by_hop(headers);
+    if let Some(protocol) = protocol {
+        headers.insert(header::UPGRADE, protocol);
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+}
+
 /// Forward an upgrade request through `pool` and, on `101`, run the tunnel on `tunnels`.
 pub(super) async fn forward(
     pool: Arc<Pool>,
@@ -60,16 +71,9 @@ pub(super) async fn forward(
     let settings = pool.settings();
     let client_side = hyper::upgrade::on(&mut req);
     let (mut parts, body) = req.into_parts();
-    let protocol = parts.headers.get(header::UPGRADE).cloned();
     let host = parts.headers.get(header::HOST).cloned();
-    strip_hop_by_hop(&mut parts.headers);
+    strip_all_but_upgrade(&mut parts.headers);
     add_forwarded(&mut parts.headers, client, host.as_ref());
-    if let Some(protocol) = protocol {
-        parts.headers.insert(header::UPGRADE, protocol);
-        parts
-            .headers
-            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    }
     let mut unsent = Some(Request::from_parts(
         parts,
         body.map_err(Into::into).boxed_unsync(),
@@ -103,28 +107,37 @@ pub(super) async fn forward(
         };
         let Some(request) = unsent.take() else { break };
         let mut guard = endpoint.load.start_try(now);
-        let sent = tx.send_request(request).await;
-        let outcome = match &sent {
-            Ok(response) => Outcome::Answered(response.status().as_u16()),
-            Err(_) => Outcome::Reset,
+        // The handshake gets one try's allowance, like any request: an endpoint that accepts
+        // and never answers must not hold the client (and the in-flight count) forever.
+        let allowance = settings.per_try_timeout;
+        let sent = tokio::time::timeout(allowance, tx.send_request(request)).await;
+        let (outcome, failure) = match &sent {
+            Ok(Ok(response)) => (Outcome::Answered(response.status().as_u16()), None),
+            Ok(Err(error)) => (
+                Outcome::Reset,
+                Some((502, "upstream-reset", error.to_string())),
+            ),
+            Err(_) => (
+                Outcome::TimedOut,
+                Some((
+                    504,
+                    "upstream-timeout",
+                    format!("no answer within {}", humantime::format_duration(allowance)),
+                )),
+            ),
         };
         guard.answered(outcome.heard_from(), Instant::now());
-        let detail = sent
-            .as_ref()
-            .err()
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        pool.record_attempt(&endpoint, outcome, &detail);
-        let mut response = match sent {
-            Ok(response) => response,
-            Err(_) => {
-                let local = LocalAnswer {
-                    status: 502,
-                    reason: "upstream-reset",
-                };
+        let try_detail = failure.as_ref().map_or("", |(_, _, d)| d.as_str());
+        pool.record_attempt(&endpoint, outcome, try_detail);
+        let mut response = match (sent, failure) {
+            (Ok(Ok(response)), _) => response,
+            (_, failure) => {
+                let (status, reason, detail) =
+                    failure.unwrap_or((502, "upstream-reset", String::new()));
+                let local = LocalAnswer { status, reason };
                 return pool.finish(
                     answer::local(local, &detail, false),
-                    "gateway_error",
+                    local.request_label(),
                     received,
                 );
             }
@@ -173,14 +186,7 @@ pub(super) async fn forward(
             drop(guard);
         });
         let (mut parts, _) = response.into_parts();
-        let protocol = parts.headers.get(header::UPGRADE).cloned();
-        strip_hop_by_hop(&mut parts.headers);
-        if let Some(protocol) = protocol {
-            parts.headers.insert(header::UPGRADE, protocol);
-        }
-        parts
-            .headers
-            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        strip_all_but_upgrade(&mut parts.headers);
         let empty = http_body_util::Empty::new()
             .map_err(|never| match never {})
             .boxed_unsync();
