@@ -146,21 +146,16 @@ impl PoolHealth {
             (State::Unknown | State::Healthy, false) => {
                 // Sensor faults never cost capacity: a failing health check on an endpoint
                 // that answers real requests is the check's problem.
-                if ep.probe_fail.reached(s.unhealthy_probes()) && ep.served_since(previous_probe) {
-                    if !ep.probes_overruled {
-                        ep.probes_overruled = true;
-                        events.push(Event::ProbesOverruled { endpoint: addr });
+                if ep.probe_fail.reached(s.unhealthy_probes()) {
+                    if ep.served_since(previous_probe) {
+                        if !ep.probes_overruled {
+                            ep.probes_overruled = true;
+                            events.push(Event::ProbesOverruled { endpoint: addr });
+                        }
+                    } else {
+                        let reason = Reason::ProbeFailures;
+                        trip(ep, addr, reason, may_eject, s, now, &mut events);
                     }
-                } else if ep.probe_fail.reached(s.unhealthy_probes()) {
-                    trip(
-                        ep,
-                        addr,
-                        Reason::ProbeFailures,
-                        may_eject,
-                        s,
-                        now,
-                        &mut events,
-                    );
                 }
             }
             (State::Ejected, _) => ep.try_readmit(addr, s, now, &mut events),
@@ -222,11 +217,10 @@ impl PoolHealth {
                         ep.become_healthy(addr, Reason::RequestSucceeded, now, &mut events);
                     }
                 }
-                if verdict != Verdict::ClientError {
-                    self.window
-                        .record(verdict.is_failure(), s.error_rate_window, now);
-                }
-                if let Some(t) = ep.detector.record(verdict, &s.limits(), &self.window, now) {
+                if let Some(t) = ep
+                    .detector
+                    .record(verdict, &s.limits(), &mut self.window, now)
+                {
                     trip(ep, addr, t.into(), may_eject, s, now, &mut events);
                 }
             }

@@ -7,8 +7,9 @@
 //! (connect refused/reset/timeout, 502/503/504) counts as a 5xx too; a plain 5xx breaks a
 //! gateway-error streak, because "consecutive" means nothing else happened in between.
 //!
-//! The error rate is judged against the endpoint's peers (`relative.rs`), so `record` is given
-//! the pool's own window too: the sum of every routed endpoint's requests, this one's included.
+//! The error rate is judged against the endpoint's peers (`relative.rs`), so `record` also
+//! counts each verdict in the pool's own window: the sum of every routed endpoint's requests,
+//! this one's included.
 
 use std::time::Duration;
 
@@ -55,12 +56,12 @@ impl Detector {
     /// Fold one verdict in; returns the first rule that has tripped, checked in the order
     /// gateway errors, 5xx, error rate. The streaks are not reset here: the caller decides what
     /// a trip means (an ejection, or a suppressed one) and calls [`Detector::reset`]. `pool` is
-    /// the pool's window with this verdict already in it.
+    /// the pool's window: every verdict counted here is counted there too.
     pub fn record(
         &mut self,
         verdict: Verdict,
         limits: &Limits,
-        pool: &ErrorRateWindow,
+        pool: &mut ErrorRateWindow,
         now: Instant,
     ) -> Option<Trip> {
         match verdict {
@@ -80,6 +81,7 @@ impl Detector {
         }
         let window = limits.error_rate_window;
         self.window.record(verdict.is_failure(), window, now);
+        pool.record(verdict.is_failure(), window, now);
         self.recent.push(verdict.is_failure());
         if self.gateway.reached(limits.consecutive_gateway_errors) {
             Some(Trip::ConsecutiveGatewayErrors)

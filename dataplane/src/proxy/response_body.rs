@@ -116,6 +116,8 @@ impl Done {
     fn ended(mut self) {
         if self.grpc_trailers {
             let detail = match self.grpc_status {
+                // A success needs no words (and no allocation per call).
+                Some(_) if !self.verdict.is_failure() => String::new(),
                 Some(code) => format!("grpc-status {code}"),
                 None => {
                     // The spec makes a missing status an error; the endpoint sent it so.

@@ -52,7 +52,7 @@ impl std::ops::DerefMut for Solo {
     }
 }
 
-/// What the health machine does: the pool's window counts every verdict the detector counts.
+/// One verdict for `d`, counted in `pool` too.
 fn record(
     d: &mut Detector,
     pool: &mut ErrorRateWindow,
@@ -60,9 +60,6 @@ fn record(
     limits: &Limits,
     now: Instant,
 ) -> Option<Trip> {
-    if !matches!(verdict, Verdict::ClientError | Verdict::NotTheEndpoint) {
-        pool.record(verdict.is_failure(), limits.error_rate_window, now);
-    }
     d.record(verdict, limits, pool, now)
 }
 
@@ -239,4 +236,22 @@ fn when_every_endpoint_fails_alike_none_trips_on_the_error_rate() {
         let d = &mut endpoints[(i / 10) % 3];
         assert_eq!(record(d, &mut pool, v, &l, at), None, "request {i}");
     }
+}
+
+#[test]
+fn the_pool_window_counts_what_the_detector_counts_and_nothing_else() {
+    let t = Instant::now();
+    let mut d = Solo::default();
+    for v in [
+        Verdict::Success,
+        Verdict::ServerError,
+        Verdict::GatewayError,
+        Verdict::ClientError,
+        Verdict::NotTheEndpoint,
+    ] {
+        d.record(v, &limits(), t);
+    }
+    let window = limits().error_rate_window;
+    assert_eq!(d.pool.counts(window, t), d.window_counts(window, t));
+    assert_eq!(d.pool.counts(window, t).requests, 3);
 }
