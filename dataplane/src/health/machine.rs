@@ -25,7 +25,8 @@
 //!   every endpoint's counted outcomes (`crate::outlier::relative`); a plain 5xx breaks a
 //!   gateway streak.
 //! - Failing probes do not eject an `Unknown`/`Healthy` endpoint whose real requests succeeded
-//!   since the previous probe (`Event::ProbesOverruled`, once per streak).
+//!   within the last probe interval, at least a second (`Event::ProbesOverruled`, once per
+//!   streak).
 //! - A first ejection (multiplier 1 after it) ends early, at `healthyThreshold` consecutive probe
 //!   successes, when the probes saw its fault (they caused it, or one failed while ejected);
 //!   otherwise, and for repeat offenders, the ejection time is served as DESIGN.md says.
@@ -115,7 +116,6 @@ impl PoolHealth {
             return events;
         };
         ep.decay(s.base_ejection, now);
-        let previous_probe = ep.last_probe.replace(now);
         if ok {
             ep.probe_successes = ep.probe_successes.saturating_add(1);
         } else {
@@ -147,7 +147,7 @@ impl PoolHealth {
                 // Sensor faults never cost capacity: a failing health check on an endpoint
                 // that answers real requests is the check's problem.
                 if ep.probe_fail.reached(s.unhealthy_probes()) {
-                    if ep.served_since(previous_probe) {
+                    if ep.served_within(s.overrule_window(), now) {
                         if !ep.probes_overruled {
                             ep.probes_overruled = true;
                             events.push(Event::ProbesOverruled { endpoint: addr });

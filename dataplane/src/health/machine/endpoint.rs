@@ -48,8 +48,6 @@ pub(super) struct Endpoint {
     pub last_error: Option<(String, Instant)>,
     pub probe_successes: u64,
     pub probe_failures: u64,
-    /// When the last probe result came in.
-    pub last_probe: Option<Instant>,
     /// When a real request last succeeded.
     pub last_request_ok: Option<Instant>,
     /// The current streak of failing probes has been overruled by real requests (and said so).
@@ -82,7 +80,6 @@ impl Endpoint {
             last_error: None,
             probe_successes: 0,
             probe_failures: 0,
-            last_probe: None,
             last_request_ok: None,
             probes_overruled: false,
             probes_saw_fault: false,
@@ -189,14 +186,11 @@ impl Endpoint {
         self.set_state(addr, State::Probation, reason, now, events);
     }
 
-    /// Whether a real request succeeded after the probe before the one at hand (or, before
-    /// any probe, at all): the endpoint serves, whatever its health check says.
-    pub fn served_since(&self, previous_probe: Option<Instant>) -> bool {
-        match (self.last_request_ok, previous_probe) {
-            (Some(ok), Some(probe)) => ok > probe,
-            (Some(_), None) => true,
-            (None, _) => false,
-        }
+    /// Whether a real request succeeded less than `window` ago: the endpoint serves, whatever
+    /// its health check says.
+    pub fn served_within(&self, window: Duration, now: Instant) -> bool {
+        self.last_request_ok
+            .is_some_and(|ok| now.saturating_duration_since(ok) < window)
     }
 
     /// Take one step off `multiplier` for every full `base` spent healthy.

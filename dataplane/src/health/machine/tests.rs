@@ -31,6 +31,7 @@ fn settings() -> HealthSettings {
         probes_enabled: true,
         healthy_threshold: 2,
         unhealthy_threshold: 3,
+        probe_interval: SEC,
         consecutive_gateway_errors: 3,
         consecutive_5xx: 5,
         error_rate_threshold: 0.0,

@@ -19,6 +19,8 @@ pub struct HealthSettings {
     pub healthy_threshold: u32,
     /// Consecutive probe failures that eject.
     pub unhealthy_threshold: u32,
+    /// The probe interval: a real request success this recent overrules failing probes.
+    pub probe_interval: Duration,
     /// 0 disables.
     pub consecutive_gateway_errors: u32,
     /// 0 disables.
@@ -91,7 +93,7 @@ pub enum Event {
         reason: Reason,
     },
     /// Probes reached `unhealthyThreshold` but real requests to the endpoint kept succeeding
-    /// since the previous probe: a broken health check is not a broken endpoint. Once per
+    /// within the probe interval: a broken health check is not a broken endpoint. Once per
     /// streak of failing probes.
     ProbesOverruled {
         endpoint: SocketAddr,
@@ -134,6 +136,7 @@ impl HealthSettings {
             probes_enabled: hc.kind != HealthCheckType::None,
             healthy_threshold: hc.healthy_threshold,
             unhealthy_threshold: hc.unhealthy_threshold,
+            probe_interval: hc.interval.get(),
             consecutive_gateway_errors: od.consecutive_gateway_errors,
             consecutive_5xx: od.consecutive_5xx,
             error_rate_threshold: od.error_rate.threshold.fraction(),
@@ -174,6 +177,12 @@ impl HealthSettings {
     /// Thresholds below 1 would make "consecutive" meaningless; treat them as 1.
     pub(super) fn unhealthy_probes(&self) -> u32 {
         self.unhealthy_threshold.max(1)
+    }
+
+    /// How recent a real request success must be to overrule failing probes: the probe
+    /// interval, at least a second (fast re-probing after a failure must not shrink it).
+    pub(super) fn overrule_window(&self) -> Duration {
+        self.probe_interval.max(Duration::from_secs(1))
     }
 
     pub(super) fn healthy_probes(&self) -> u32 {

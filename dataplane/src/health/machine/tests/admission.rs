@@ -122,6 +122,8 @@ fn request_successes_do_not_reset_the_probe_failure_streak() {
     let mut fx = Fx::healthy(settings(), 4);
     fx.probes(1, false, 2);
     fx.requests(1, Verdict::Success, 5);
+    // Long enough ago not to overrule the probes (that is `sensor.rs`).
+    fx.advance(2 * SEC);
     fx.probe(1, false);
     assert_eq!(fx.state(1), State::Ejected);
 }

@@ -1,4 +1,5 @@
-//! Sensor faults: failing probes on an endpoint whose real requests succeed never eject it.
+//! Sensor faults: failing probes on an endpoint whose real requests succeed (within the probe
+//! interval, at least a second) never eject it.
 
 use super::*;
 
@@ -66,7 +67,7 @@ fn once_requests_stop_succeeding_the_next_failing_probe_ejects() {
 }
 
 #[test]
-fn a_success_only_before_the_previous_probe_does_not_overrule() {
+fn a_success_older_than_the_probe_interval_does_not_overrule() {
     let mut fx = Fx::healthy(settings(), 3);
     fx.request(1, Verdict::Success);
     fx.advance(SEC);
@@ -112,4 +113,22 @@ fn a_passing_probe_ends_the_streak_and_the_next_one_is_said_again() {
     fx.probe(1, true);
     let events = failing_check_with_traffic(&mut fx, 3);
     assert_eq!(events, vec![Event::ProbesOverruled { endpoint: addr(1) }]);
+}
+
+#[test]
+fn fast_re_probing_does_not_shrink_the_window_real_successes_are_judged_in() {
+    let mut fx = Fx::healthy(settings(), 3);
+    // Probes every 250 ms (a fast interval while confirming), a real success every 500 ms:
+    // most probes have no success since the one before, but every one has one within the
+    // probe interval.
+    let mut events = Vec::new();
+    for step in 0..12 {
+        fx.advance(Duration::from_millis(250));
+        if step % 2 == 0 {
+            events.extend(fx.request(1, Verdict::Success));
+        }
+        events.extend(fx.probe(1, false));
+    }
+    assert_eq!(events, vec![Event::ProbesOverruled { endpoint: addr(1) }]);
+    assert_eq!(fx.state(1), State::Healthy);
 }
