@@ -17,6 +17,9 @@ use tokio::time::{MissedTickBehavior, timeout};
 const WORKERS: u32 = 4;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How many failures are kept with the moment they happened, for a test's message.
+const LOGGED_FAILURES: usize = 32;
+
 /// Totals since the start.
 #[derive(Default)]
 pub struct Counts {
@@ -24,6 +27,35 @@ pub struct Counts {
     pub failed: AtomicU64,
     /// Failures by kind: a status (`503`), `connect error`, `timeout`, `reset/closed`.
     pub failures: Mutex<BTreeMap<String, u64>>,
+    /// The first failures, each with when the request was sent (seconds since the Unix epoch,
+    /// the clock the processes' logs use) and how long it took, so a test that fails can be
+    /// read against those logs.
+    pub log: Mutex<Vec<FailedRequest>>,
+}
+
+/// One failed request, for reading against the processes' logs.
+#[derive(Clone, Debug)]
+pub struct FailedRequest {
+    pub kind: String,
+    pub sent: std::time::SystemTime,
+    pub took: Duration,
+}
+
+impl std::fmt::Display for FailedRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let since_epoch = self
+            .sent
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        write!(
+            f,
+            "{} sent at {}.{:03} (epoch s) after {} ms",
+            self.kind,
+            since_epoch.as_secs(),
+            since_epoch.subsec_millis(),
+            self.took.as_millis()
+        )
+    }
 }
 
 /// Running traffic; stops when dropped.
@@ -52,6 +84,11 @@ impl Traffic {
         self.counts.failures.lock().clone()
     }
 
+    /// The first failures, with when each request was sent.
+    pub fn failure_log(&self) -> Vec<FailedRequest> {
+        self.counts.log.lock().clone()
+    }
+
     pub fn totals(&self) -> (u64, u64) {
         (
             self.counts.ok.load(Relaxed),
@@ -66,6 +103,8 @@ async fn worker(target: SocketAddr, period: Duration, counts: Arc<Counts>) {
     let mut conn: Option<Conn> = None;
     loop {
         ticks.tick().await;
+        let sent = std::time::SystemTime::now();
+        let started = tokio::time::Instant::now();
         let outcome = one_request(target, &mut conn).await;
         match outcome {
             Ok(()) => {
@@ -73,7 +112,15 @@ async fn worker(target: SocketAddr, period: Duration, counts: Arc<Counts>) {
             }
             Err(kind) => {
                 counts.failed.fetch_add(1, Relaxed);
-                *counts.failures.lock().entry(kind).or_default() += 1;
+                *counts.failures.lock().entry(kind.clone()).or_default() += 1;
+                let mut log = counts.log.lock();
+                if log.len() < LOGGED_FAILURES {
+                    log.push(FailedRequest {
+                        kind,
+                        sent,
+                        took: started.elapsed(),
+                    });
+                }
             }
         }
     }

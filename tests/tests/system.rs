@@ -36,11 +36,22 @@ fn load(stack: &Stack) -> Vec<Traffic> {
         .collect()
 }
 
+/// Every failure the clients saw, by kind, then the first ones with when each was sent (to
+/// read against the sidecars' logs in the stack's log directory).
 fn failures(traffic: &[Traffic]) -> Vec<String> {
-    traffic
+    let counts = traffic
         .iter()
-        .flat_map(|t| t.failures().into_iter().map(|(k, n)| format!("{k}: {n}")))
-        .collect()
+        .flat_map(|t| t.failures().into_iter().map(|(k, n)| format!("{k}: {n}")));
+    let first = traffic
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            t.failure_log()
+                .into_iter()
+                .map(move |f| format!("sidecar {i}: {f}"))
+        })
+        .collect::<Vec<_>>();
+    counts.chain(first).collect()
 }
 
 fn served(traffic: &[Traffic]) -> u64 {

@@ -43,6 +43,48 @@ pub async fn forward(
     client: SocketAddr,
     tunnels: &Tunnels,
 ) -> Response<ProxyBody> {
+    let waiting = ClientWaiting {
+        pool: Arc::clone(&pool),
+        since: Instant::now(),
+        answered: false,
+    };
+    let response = forward_request(pool, req, client, tunnels).await;
+    waiting.answered();
+    response
+}
+
+/// Notes, at debug, a client that went away (its connection closed, so hyper dropped the
+/// request) before it got its answer: the one case no try or answer line shows.
+struct ClientWaiting {
+    pool: Arc<Pool>,
+    since: Instant,
+    answered: bool,
+}
+
+impl ClientWaiting {
+    fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for ClientWaiting {
+    fn drop(&mut self) {
+        if !self.answered {
+            tracing::debug!(
+                pool = self.pool.name(),
+                waited_ms = self.since.elapsed().as_millis() as u64,
+                "client left before its answer"
+            );
+        }
+    }
+}
+
+async fn forward_request(
+    pool: Arc<Pool>,
+    req: Request<Incoming>,
+    client: SocketAddr,
+    tunnels: &Tunnels,
+) -> Response<ProxyBody> {
     if upgrade::is_upgrade(&req) {
         return upgrade::forward(pool, req, client, tunnels.clone()).await;
     }
@@ -161,6 +203,21 @@ pub async fn forward(
                 jitter: rand::rng().random::<f64>(),
             },
         );
+        // One line per try that did not get a usable answer: what an access log would show.
+        if !matches!(
+            result.outcome.verdict(),
+            Verdict::Success | Verdict::ClientError
+        ) {
+            tracing::debug!(
+                pool = pool.name(),
+                endpoint = %endpoint.addr,
+                outcome = result.outcome.attempt_label(),
+                try_ms = (result.ended - result.started).as_millis() as u64,
+                request_ms = (result.ended - received).as_millis() as u64,
+                next = ?next,
+                "try failed"
+            );
+        }
         let TryResult {
             outcome,
             detail: try_detail,

@@ -48,10 +48,13 @@ impl PoolView {
     }
 }
 
+/// The sidecars log every failed try and every client that gave up (debug lines of the
+/// request path), so a request a test saw fail can be found in their logs.
 fn log_env(command: &mut Command) {
     command.env(
         "ROLLCALL_LOG",
-        std::env::var("ROLLCALL_LOG").unwrap_or_else(|_| "info".into()),
+        std::env::var("ROLLCALL_LOG")
+            .unwrap_or_else(|_| "info,rollcall_dataplane::proxy::forward=debug".into()),
     );
 }
 
