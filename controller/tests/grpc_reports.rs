@@ -53,26 +53,30 @@ async fn reports_are_recorded_per_sidecar_until_the_stream_ends() {
     tx.send((&unknown).into()).await.unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(5);
-    let reports = loop {
-        let r = store.for_pool(&pool("web"), Instant::now() - Duration::from_secs(60));
+    let fresh = || Instant::now() - Duration::from_secs(60);
+    let reporters = loop {
+        let r = store.reporters(&pool("web"), fresh());
         if !r.is_empty() || Instant::now() > deadline {
             break r;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    assert_eq!(reports.len(), 1);
-    assert_eq!(reports[0].sidecar, sidecar());
-    assert_eq!(reports[0].health.endpoints[0].state, EndpointState::Ejected);
+    assert_eq!(reporters, [sidecar()]);
+    let endpoint: std::net::SocketAddr = "10.0.0.0:8080".parse().unwrap();
+    let (counts, reasons) = store.with_pool(&pool("web"), fresh(), |t| {
+        let e = t.endpoint(&endpoint).expect("the endpoint is reported");
+        let reasons: Vec<String> = e.ejecting().map(|e| e.reason.clone()).collect();
+        (e.counts, reasons)
+    });
+    assert_eq!(counts, [0, 0, 0, 0, 1], "one sidecar ejects it");
+    assert_eq!(reasons, ["ConsecutiveGatewayErrors"]);
     assert!(store.take_dirty().contains(&pool("web")));
 
     drop(tx);
     let summary = call.await.unwrap().unwrap();
     assert_eq!((summary.accepted, summary.ignored), (2, 1));
-    assert!(
-        store
-            .for_pool(&pool("web"), Instant::now() - Duration::from_secs(60))
-            .is_empty()
-    );
+    assert!(store.reporters(&pool("web"), fresh()).is_empty());
+    assert_eq!(store.with_pool(&pool("web"), fresh(), |t| t.reporting()), 0);
 }
 
 #[tokio::test]
@@ -92,11 +96,11 @@ async fn reports_are_attributed_to_the_identity_in_call_metadata() {
         .insert(NAMESPACE_HEADER, "shop".parse().unwrap());
     let call = tokio::spawn(async move { c.report(req).await });
     let deadline = Instant::now() + Duration::from_secs(5);
-    let reports = loop {
+    let reporters = loop {
         let r = srv
             .state
             .reports
-            .for_pool(&pool("web"), Instant::now() - Duration::from_secs(60));
+            .reporters(&pool("web"), Instant::now() - Duration::from_secs(60));
         if !r.is_empty() || Instant::now() > deadline {
             break r;
         }
@@ -104,7 +108,7 @@ async fn reports_are_attributed_to_the_identity_in_call_metadata() {
     };
     // The claim in metadata wins over the one in the message (front-1).
     assert_eq!(
-        reports[0].sidecar,
+        reporters[0],
         SidecarId {
             namespace: "shop".into(),
             pod: "front-9".into(),

@@ -63,18 +63,19 @@ impl Controller {
 
     /// The pool's status as the controller would write it now.
     fn status(&self, pool: &PoolRef, version: u64, roster: &Roster) -> BackendPoolStatus {
-        let reports = self
-            .state
+        let connected = self.state.hub.watchers(pool) as u32;
+        self.state
             .reports
-            .for_pool(pool, tokio::time::Instant::now() - PATIENCE);
-        aggregate(Input {
-            generation: Some(1),
-            served: Served::Roster { version, roster },
-            reports: &reports,
-            connected: self.state.hub.watchers(pool) as u32,
-            previous: None,
-            now: Timestamp::now(),
-        })
+            .with_pool(pool, tokio::time::Instant::now() - PATIENCE, |reports| {
+                aggregate(Input {
+                    generation: Some(1),
+                    served: Served::Roster { version, roster },
+                    reports,
+                    connected,
+                    previous: None,
+                    now: Timestamp::now(),
+                })
+            })
     }
 
     async fn wait_for_status(

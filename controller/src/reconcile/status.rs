@@ -58,14 +58,18 @@ pub async fn update(ctx: &Context, object: &PoolObject) -> Result<Next> {
     let fresh_after = Instant::now()
         .checked_sub(ctx.settings.report_ttl)
         .unwrap_or_else(Instant::now);
-    let reports = ctx.reports.for_pool(&key, fresh_after);
-    let desired = status::aggregate(status::Input {
-        generation: pool.metadata.generation,
-        served,
-        reports: &reports,
-        connected: ctx.hub.watchers(&key) as u32,
-        previous: pool.status.as_ref(),
-        now: (ctx.now)(),
+    let connected = ctx.hub.watchers(&key) as u32;
+    let now = (ctx.now)();
+    let (desired, reporting) = ctx.reports.with_pool(&key, fresh_after, |reports| {
+        let desired = status::aggregate(status::Input {
+            generation: pool.metadata.generation,
+            served,
+            reports,
+            connected,
+            previous: pool.status.as_ref(),
+            now,
+        });
+        (desired, reports.reporting() as usize)
     });
     let at = Instant::now();
     let reported_before = pool
@@ -76,13 +80,13 @@ pub async fn update(ctx: &Context, object: &PoolObject) -> Result<Next> {
     let elapsed = at.saturating_duration_since(ctx.started);
     if hold_for_reports(
         reported_before,
-        reports.len(),
+        reporting,
         elapsed,
         ctx.settings.restart_grace,
     ) {
         tracing::debug!(
             reported_before,
-            reported = reports.len(),
+            reported = reporting,
             "holding the status until the sidecars report again"
         );
         let wait = ctx.settings.restart_grace.saturating_sub(elapsed);

@@ -12,14 +12,13 @@
 //!   (most sidecars eject some endpoint), `Panic` (some sidecar routes in panic mode). Each
 //!   keeps its `lastTransitionTime` while its status does not change.
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use rollcall_api::roster::{EndpointHealth, EndpointState, Roster};
+use rollcall_api::roster::{EndpointState, Roster};
 
-use super::store::SidecarReport;
+use super::tally::{PoolTally, STATES};
 use crate::crd::{BackendPoolStatus, Ejection, EndpointCounts, SidecarCounts};
 use crate::roster::Problem;
 
@@ -38,8 +37,8 @@ pub enum Served<'a> {
 pub struct Input<'a> {
     pub generation: Option<i64>,
     pub served: Served<'a>,
-    /// Fresh reports about this pool, one per sidecar stream.
-    pub reports: &'a [SidecarReport],
+    /// The fresh reports about this pool, one per sidecar stream, as running totals.
+    pub reports: &'a PoolTally,
     /// Watch streams open on this pool.
     pub connected: u32,
     /// The status currently written, to keep transition times.
@@ -54,15 +53,12 @@ pub const APPLY_GRACE_MS: u64 = 15_000;
 
 /// How many reporting sidecars run a roster older than `version`, once `version` (a Unix-ms
 /// publish time) is older than `APPLY_GRACE_MS`; `None` before that.
-fn not_applied(reports: &[SidecarReport], version: u64, now: Timestamp) -> Option<u32> {
+fn not_applied(reports: &PoolTally, version: u64, now: Timestamp) -> Option<u32> {
     let now_ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
     if now_ms.saturating_sub(version) < APPLY_GRACE_MS || version > now_ms {
         return None;
     }
-    let behind = reports
-        .iter()
-        .filter(|r| r.health.roster_version < version)
-        .count();
+    let behind = reports.roster_versions().filter(|v| *v < version).count();
     Some(u32::try_from(behind).unwrap_or(u32::MAX))
 }
 
@@ -74,7 +70,7 @@ fn age_seconds(version: u64, now: Timestamp) -> u64 {
 }
 
 pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
-    let reporting = input.reports.len() as u32;
+    let reporting = input.reports.reporting();
     let mut status = BackendPoolStatus {
         observed_generation: input.generation,
         sidecars: Some(SidecarCounts {
@@ -150,7 +146,7 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
             "no endpoint is ejected by most sidecars".into(),
         )
     };
-    let panicking = input.reports.iter().filter(|r| r.health.panic).count();
+    let panicking = input.reports.panicking();
     let panic = if panicking > 0 {
         let msg = format!("{panicking} of {reporting} sidecars route in panic mode");
         (true, "PanicMode".to_string(), msg)
@@ -185,7 +181,7 @@ pub fn invalid_spec(
             reason: rollcall_api::roster::UnavailableReason::InvalidPolicy,
             message: String::new(),
         }),
-        reports: &[],
+        reports: &PoolTally::default(),
         connected: 0,
         previous,
         now,
@@ -237,37 +233,27 @@ fn healthiness(s: EndpointState) -> u8 {
     }
 }
 
-fn endpoints(roster: &Roster, reports: &[SidecarReport]) -> (EndpointCounts, Vec<Ejection>) {
-    let views: Vec<HashMap<SocketAddr, &EndpointHealth>> = reports
-        .iter()
-        .map(|r| r.health.endpoints.iter().map(|e| (e.addr, e)).collect())
-        .collect();
-    let of = reports.len() as u32;
+fn endpoints(roster: &Roster, reports: &PoolTally) -> (EndpointCounts, Vec<Ejection>) {
+    let of = reports.reporting();
     let mut counts = EndpointCounts {
         total: roster.endpoints.len() as u32,
         ..Default::default()
     };
     let mut ejections = Vec::new();
     for ep in &roster.endpoints {
-        let seen: Vec<&EndpointHealth> = views
-            .iter()
-            .filter_map(|v| v.get(&ep.addr).copied())
-            .collect();
-        let state = if seen.is_empty() {
-            match (ep.terminating, ep.ready || ep.serving) {
+        let seen = reports.endpoint(&ep.addr).filter(|t| t.seen() > 0);
+        let state = match &seen {
+            None => match (ep.terminating, ep.ready || ep.serving) {
                 (true, _) => Some(EndpointState::Draining),
                 (false, true) => Some(EndpointState::Healthy),
                 (false, false) => None,
-            }
-        } else {
-            let mut tally: BTreeMap<EndpointState, usize> = BTreeMap::new();
-            for h in &seen {
-                *tally.entry(h.state).or_default() += 1;
-            }
-            tally
+            },
+            Some(tally) => STATES
                 .into_iter()
+                .zip(tally.counts)
+                .filter(|(_, n)| *n > 0)
                 .max_by_key(|(s, n)| (*n, healthiness(*s)))
-                .map(|(s, _)| s)
+                .map(|(s, _)| s),
         };
         match state {
             Some(EndpointState::Healthy | EndpointState::Unknown) => counts.healthy += 1,
@@ -276,16 +262,25 @@ fn endpoints(roster: &Roster, reports: &[SidecarReport]) -> (EndpointCounts, Vec
             Some(EndpointState::Draining) => counts.draining += 1,
             None => {}
         }
-        let ejecting: Vec<&EndpointHealth> = seen
-            .into_iter()
-            .filter(|h| h.state == EndpointState::Ejected)
-            .collect();
-        if ejecting.is_empty() || ejections.len() >= MAX_EJECTIONS {
+        let Some(tally) = seen else {
+            continue;
+        };
+        let ejected_by = tally.counts[STATES.len() - 1];
+        if ejected_by == 0 || ejections.len() >= MAX_EJECTIONS {
             continue;
         }
         let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-        for h in &ejecting {
-            *reasons.entry(h.reason.as_str()).or_default() += 1;
+        let mut since = u64::MAX;
+        let mut last_error: Option<(u64, &str)> = None;
+        for e in tally.ejecting() {
+            *reasons.entry(e.reason.as_str()).or_default() += 1;
+            since = since.min(e.since_unix_ms);
+            // The latest error; among equals the last reporter's, so the result is stable.
+            if let Some(error) = &e.last_error
+                && last_error.is_none_or(|(at, _)| e.since_unix_ms >= at)
+            {
+                last_error = Some((e.since_unix_ms, error));
+            }
         }
         // Most common; among equals the alphabetically first, so the result is stable.
         let reason = reasons
@@ -293,25 +288,15 @@ fn endpoints(roster: &Roster, reports: &[SidecarReport]) -> (EndpointCounts, Vec
             .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
             .map(|(r, _)| r.to_string())
             .unwrap_or_default();
-        let since = ejecting
-            .iter()
-            .map(|h| h.since_unix_ms)
-            .min()
-            .unwrap_or_default();
-        let last_error = ejecting
-            .iter()
-            .filter(|h| h.last_error.is_some())
-            .max_by_key(|h| h.since_unix_ms)
-            .and_then(|h| h.last_error.clone());
         ejections.push(Ejection {
             address: ep.addr.to_string(),
             pod: ep.pod.clone(),
             zone: ep.zone.clone(),
             reason,
-            since: rfc3339(since),
-            ejected_by: ejecting.len() as u32,
+            since: rfc3339(if since == u64::MAX { 0 } else { since }),
+            ejected_by,
             of,
-            last_error,
+            last_error: last_error.map(|(_, e)| e.to_string()),
         });
     }
     (counts, ejections)

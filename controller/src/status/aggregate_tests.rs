@@ -1,7 +1,9 @@
 use super::*;
 use rollcall_api::policy::PoolPolicy;
-use rollcall_api::roster::{Endpoint, PoolHealth, PoolRef, SidecarId, UnavailableReason};
-use tokio::time::Instant;
+use std::net::SocketAddr;
+
+use crate::status::StreamId;
+use rollcall_api::roster::{Endpoint, EndpointHealth, PoolHealth, PoolRef, UnavailableReason};
 
 const T0: i64 = 1_700_000_000;
 
@@ -32,36 +34,36 @@ fn roster(n: usize) -> Roster {
 }
 
 /// A sidecar's report: `(endpoint index, state, reason, since ms)`.
-fn report(pod: &str, panic: bool, eps: &[(usize, EndpointState, &str, u64)]) -> SidecarReport {
-    SidecarReport {
-        sidecar: SidecarId {
-            namespace: "shop".into(),
-            pod: pod.into(),
-            instance: String::new(),
-        },
-        health: PoolHealth {
-            pool: PoolRef::new("shop", "web"),
-            roster_version: 7,
-            panic,
-            endpoints: eps
-                .iter()
-                .map(|(i, state, reason, since)| EndpointHealth {
-                    addr: addr(*i),
-                    state: *state,
-                    reason: reason.to_string(),
-                    since_unix_ms: *since,
-                    times_ejected: 1,
-                    last_error: (*state == EndpointState::Ejected)
-                        .then(|| format!("error from {pod}")),
-                    ejection_suppressed: false,
-                })
-                .collect(),
-        },
-        last_seen: Instant::now(),
+fn report(pod: &str, panic: bool, eps: &[(usize, EndpointState, &str, u64)]) -> PoolHealth {
+    PoolHealth {
+        pool: PoolRef::new("shop", "web"),
+        roster_version: 7,
+        panic,
+        endpoints: eps
+            .iter()
+            .map(|(i, state, reason, since)| EndpointHealth {
+                addr: addr(*i),
+                state: *state,
+                reason: reason.to_string(),
+                since_unix_ms: *since,
+                times_ejected: 1,
+                last_error: (*state == EndpointState::Ejected).then(|| format!("error from {pod}")),
+                ejection_suppressed: false,
+            })
+            .collect(),
     }
 }
 
-fn input<'a>(roster: &'a Roster, reports: &'a [SidecarReport]) -> Input<'a> {
+/// The totals of `reports`, one stream each, in order.
+fn tally(reports: &[PoolHealth]) -> PoolTally {
+    let mut tally = PoolTally::default();
+    for (i, r) in reports.iter().enumerate() {
+        tally.record(StreamId::new(i as u64), r);
+    }
+    tally
+}
+
+fn input<'a>(roster: &'a Roster, reports: &'a PoolTally) -> Input<'a> {
     Input {
         generation: Some(3),
         served: Served::Roster { version: 7, roster },
@@ -107,7 +109,7 @@ fn ejections_count_sidecars_and_pick_the_most_common_reason() {
             ],
         ),
     ];
-    let s = aggregate(input(&r, &reports));
+    let s = aggregate(input(&r, &tally(&reports)));
     assert_eq!(
         s.endpoints,
         Some(EndpointCounts {
@@ -157,7 +159,7 @@ fn ties_go_to_the_healthier_state() {
         report("a", false, &[(1, Ejected, "ProbeFailures", 1)]),
         report("b", false, &[(1, Healthy, "", 1)]),
     ];
-    let s = aggregate(input(&r, &reports));
+    let s = aggregate(input(&r, &tally(&reports)));
     assert_eq!(s.endpoints.as_ref().unwrap().healthy, 1);
     assert_eq!(cond(&s, "Degraded").status, "False");
 }
@@ -168,7 +170,7 @@ fn unreported_endpoints_count_from_their_slice_conditions() {
     r.endpoints[1].terminating = true;
     r.endpoints[2].ready = false;
     r.endpoints[2].serving = false;
-    let s = aggregate(input(&r, &[]));
+    let s = aggregate(input(&r, &PoolTally::default()));
     assert_eq!(
         s.endpoints,
         Some(EndpointCounts {
@@ -194,7 +196,7 @@ fn unreported_endpoints_count_from_their_slice_conditions() {
     );
     // One report is enough for the sidecars' view.
     let reports = [report("a", false, &[(1, Healthy, "ProbeSucceeded", 1)])];
-    let s = aggregate(input(&r, &reports));
+    let s = aggregate(input(&r, &tally(&reports)));
     assert_eq!(cond(&s, "Ready").reason, "RosterServed");
 }
 
@@ -216,7 +218,7 @@ fn panic_from_any_sidecar_sets_the_panic_condition() {
             &[(1, Healthy, "", 1), (2, Ejected, "ProbeFailures", 1)],
         ),
     ];
-    let s = aggregate(input(&r, &reports));
+    let s = aggregate(input(&r, &tally(&reports)));
     let p = cond(&s, "Panic");
     assert_eq!(
         (p.status.as_str(), p.reason.as_str()),
@@ -233,7 +235,7 @@ fn problems_and_empty_pools_are_not_ready_with_a_reason() {
     };
     let s = aggregate(Input {
         served: Served::Problem(&problem),
-        ..input(&roster(0), &[])
+        ..input(&roster(0), &PoolTally::default())
     });
     let ready = cond(&s, "Ready");
     assert_eq!(
@@ -244,13 +246,13 @@ fn problems_and_empty_pools_are_not_ready_with_a_reason() {
     assert!(s.endpoints.is_none() && s.roster_version.is_none());
 
     let empty = roster(0);
-    let s = aggregate(input(&empty, &[]));
+    let s = aggregate(input(&empty, &PoolTally::default()));
     assert_eq!(cond(&s, "Ready").reason, "NoEndpoints");
 
     let r = roster(1);
     let reports = [report("a", false, &[(1, Ejected, "ProbeFailures", 1)])];
     assert_eq!(
-        cond(&aggregate(input(&r, &reports)), "Ready").reason,
+        cond(&aggregate(input(&r, &tally(&reports))), "Ready").reason,
         "NoHealthyEndpoints"
     );
 }
@@ -258,19 +260,19 @@ fn problems_and_empty_pools_are_not_ready_with_a_reason() {
 #[test]
 fn transition_time_is_kept_while_a_condition_holds() {
     let r = roster(1);
-    let first = aggregate(input(&r, &[]));
+    let first = aggregate(input(&r, &PoolTally::default()));
     let later = Timestamp::from_second(T0 + 60).unwrap();
     let second = aggregate(Input {
         previous: Some(&first),
         now: later,
-        ..input(&r, &[])
+        ..input(&r, &PoolTally::default())
     });
     assert_eq!(second, first);
     let reports = [report("a", false, &[(1, Ejected, "ProbeFailures", 1)])];
     let third = aggregate(Input {
         previous: Some(&second),
         now: later,
-        ..input(&r, &reports)
+        ..input(&r, &tally(&reports))
     });
     assert_eq!(cond(&third, "Ready").last_transition_time, Time(later));
     assert_eq!(cond(&third, "Panic").last_transition_time, Time(now()));
@@ -283,7 +285,7 @@ fn ejection_list_is_capped() {
         .map(|i| (i, Ejected, "ProbeFailures", 1))
         .collect();
     let reports = [report("a", false, &eps)];
-    let s = aggregate(input(&r, &reports));
+    let s = aggregate(input(&r, &tally(&reports)));
     assert_eq!(s.ejections.len(), MAX_EJECTIONS);
     assert_eq!(
         s.endpoints.as_ref().unwrap().ejected as usize,
@@ -296,7 +298,7 @@ fn ejection_list_is_capped() {
 fn served_since(age_ms: u64, versions: &[u64]) -> BackendPoolStatus {
     let r = roster(2);
     let version = (T0 as u64) * 1000 - age_ms;
-    let reports: Vec<SidecarReport> = versions
+    let reports: Vec<PoolHealth> = versions
         .iter()
         .enumerate()
         .map(|(i, v)| {
@@ -305,7 +307,7 @@ fn served_since(age_ms: u64, versions: &[u64]) -> BackendPoolStatus {
                 false,
                 &[(1, Healthy, "ProbeSucceeded", 1)],
             );
-            rep.health.roster_version = if *v == 0 { version } else { *v };
+            rep.roster_version = if *v == 0 { version } else { *v };
             rep
         })
         .collect();
@@ -314,7 +316,7 @@ fn served_since(age_ms: u64, versions: &[u64]) -> BackendPoolStatus {
             version,
             roster: &r,
         },
-        ..input(&r, &reports)
+        ..input(&r, &tally(&reports))
     })
 }
 

@@ -1,7 +1,9 @@
-//! The latest health report of every connected sidecar stream, per pool. Each `PoolHealth` a
-//! sidecar sends replaces its previous one for that pool (the protocol sends complete pool
-//! state), and closing the stream forgets the sidecar. Pools whose reports changed are marked
-//! dirty and the status writer is woken.
+//! The latest health report of every connected sidecar stream, per pool, kept as running
+//! totals (`tally`). Each `PoolHealth` a sidecar sends replaces its previous one for that pool
+//! (the protocol sends complete pool state), and closing the stream forgets the sidecar. Pools
+//! whose reports changed are marked dirty and the status writer is woken. A stream that has
+//! gone quiet past the freshness limit stops counting when the pool is next read, and counts
+//! again once it speaks.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,29 +13,36 @@ use rollcall_api::roster::{PoolHealth, PoolRef, SidecarId};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::tally::PoolTally;
+
 /// One Report stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamId(u64);
 
-/// What one sidecar last said about one pool.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SidecarReport {
-    pub sidecar: SidecarId,
-    pub health: PoolHealth,
-    /// Last report or heartbeat on the stream.
-    pub last_seen: Instant,
+impl StreamId {
+    /// A stream id outside any store (tests of the pure parts).
+    pub const fn new(id: u64) -> Self {
+        Self(id)
+    }
 }
 
 #[derive(Debug)]
 struct Session {
     sidecar: SidecarId,
     last_seen: Instant,
-    pools: HashMap<PoolRef, PoolHealth>,
+    /// Pools this stream has reported on.
+    pools: HashSet<PoolRef>,
+}
+
+#[derive(Debug, Default)]
+struct Reports {
+    sessions: HashMap<StreamId, Session>,
+    pools: HashMap<PoolRef, PoolTally>,
 }
 
 #[derive(Debug, Default)]
 pub struct ReportStore {
-    sessions: Mutex<HashMap<StreamId, Session>>,
+    reports: Mutex<Reports>,
     dirty: Mutex<HashSet<PoolRef>>,
     next: AtomicU64,
     changed: Notify,
@@ -51,63 +60,103 @@ impl ReportStore {
         let session = Session {
             sidecar,
             last_seen: now,
-            pools: HashMap::new(),
+            pools: HashSet::new(),
         };
-        self.sessions.lock().insert(id, session);
+        self.reports.lock().sessions.insert(id, session);
         id
     }
 
     /// Name the sidecar of a stream whose caller was anonymous until its first report.
     pub fn identify(&self, id: StreamId, sidecar: SidecarId) {
-        if let Some(s) = self.sessions.lock().get_mut(&id) {
+        if let Some(s) = self.reports.lock().sessions.get_mut(&id) {
             s.sidecar = sidecar;
         }
     }
 
     /// Record a pool's complete health; marks the pool dirty when it changed.
     pub fn record(&self, id: StreamId, health: PoolHealth, now: Instant) {
-        let mut sessions = self.sessions.lock();
+        let mut reports = self.reports.lock();
+        let Reports { sessions, pools } = &mut *reports;
         let Some(s) = sessions.get_mut(&id) else {
             return;
         };
         s.last_seen = now;
-        if s.pools.get(&health.pool) != Some(&health) {
-            self.mark(health.pool.clone());
-            s.pools.insert(health.pool.clone(), health);
+        if !s.pools.contains(&health.pool) {
+            s.pools.insert(health.pool.clone());
+        }
+        let changed = match pools.get_mut(&health.pool) {
+            Some(tally) => tally.record(id, &health),
+            None => pools
+                .entry(health.pool.clone())
+                .or_default()
+                .record(id, &health),
+        };
+        drop(reports);
+        if changed {
+            self.mark(health.pool);
         }
     }
 
     pub fn heartbeat(&self, id: StreamId, now: Instant) {
-        if let Some(s) = self.sessions.lock().get_mut(&id) {
+        if let Some(s) = self.reports.lock().sessions.get_mut(&id) {
             s.last_seen = now;
         }
     }
 
     /// The stream ended: its pools lose a reporter.
     pub fn close(&self, id: StreamId) {
-        if let Some(s) = self.sessions.lock().remove(&id) {
-            for pool in s.pools.into_keys() {
-                self.mark(pool);
+        let mut reports = self.reports.lock();
+        let Some(session) = reports.sessions.remove(&id) else {
+            return;
+        };
+        for pool in &session.pools {
+            if let Some(tally) = reports.pools.get_mut(pool) {
+                tally.remove(id);
+                if tally.is_empty() {
+                    reports.pools.remove(pool);
+                }
             }
+        }
+        drop(reports);
+        for pool in session.pools {
+            self.mark(pool);
         }
     }
 
-    /// Reports about `pool` seen at or after `fresh_after`, ordered by sidecar.
-    pub fn for_pool(&self, pool: &PoolRef, fresh_after: Instant) -> Vec<SidecarReport> {
-        let mut out: Vec<SidecarReport> = self
+    /// Run `f` on the totals of `pool` counting the reports of streams seen at or after
+    /// `fresh_after` (an empty tally when nobody reports on it). The store is locked meanwhile:
+    /// keep `f` to reading.
+    pub fn with_pool<R>(
+        &self,
+        pool: &PoolRef,
+        fresh_after: Instant,
+        f: impl FnOnce(&PoolTally) -> R,
+    ) -> R {
+        let mut reports = self.reports.lock();
+        let Reports { sessions, pools } = &mut *reports;
+        let Some(tally) = pools.get_mut(pool) else {
+            return f(&PoolTally::default());
+        };
+        let ids: Vec<StreamId> = tally.reporter_ids().collect();
+        for id in ids {
+            let fresh = sessions
+                .get(&id)
+                .is_some_and(|s| s.last_seen >= fresh_after);
+            tally.set_counted(id, fresh);
+        }
+        f(tally)
+    }
+
+    /// The sidecars whose reports about `pool` count (seen at or after `fresh_after`), sorted.
+    pub fn reporters(&self, pool: &PoolRef, fresh_after: Instant) -> Vec<SidecarId> {
+        let reports = self.reports.lock();
+        let mut out: Vec<SidecarId> = reports
             .sessions
-            .lock()
             .values()
-            .filter(|s| s.last_seen >= fresh_after)
-            .filter_map(|s| {
-                s.pools.get(pool).map(|h| SidecarReport {
-                    sidecar: s.sidecar.clone(),
-                    health: h.clone(),
-                    last_seen: s.last_seen,
-                })
-            })
+            .filter(|s| s.last_seen >= fresh_after && s.pools.contains(pool))
+            .map(|s| s.sidecar.clone())
             .collect();
-        out.sort_by(|a, b| a.sidecar.cmp(&b.sidecar));
+        out.sort();
         out
     }
 

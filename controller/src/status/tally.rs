@@ -1,0 +1,311 @@
+//! Running totals of what the sidecars report about one pool, kept up to date as each report
+//! arrives, so a pool's status costs O(endpoints) to compute however many sidecars report (a
+//! fleet of 1,000 sidecars on a 10,000-endpoint pool would otherwise mean 10 million records
+//! cloned and re-counted per status pass).
+//!
+//! Compact by construction: every address the pool's reports name gets a slot once; a
+//! sidecar's report is one byte per slot (its state, or none) plus the details of the
+//! endpoints it ejects, the only ones the status lists. Per slot, the counts of each state over
+//! the reporters that count (fresh ones) and the set of those ejecting it. A slot no report
+//! names any more is freed and reused, so churn of pod addresses does not grow the tally.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+
+use rollcall_api::roster::{EndpointState, PoolHealth};
+
+use super::store::StreamId;
+
+/// The states in slot-code order: code `i + 1` is `STATES[i]`, code 0 means "not reported".
+pub const STATES: [EndpointState; 5] = [
+    EndpointState::Healthy,
+    EndpointState::Unknown,
+    EndpointState::Probation,
+    EndpointState::Draining,
+    EndpointState::Ejected,
+];
+
+const EJECTED: u8 = 5;
+
+fn code(state: EndpointState) -> u8 {
+    match state {
+        EndpointState::Healthy => 1,
+        EndpointState::Unknown => 2,
+        EndpointState::Probation => 3,
+        EndpointState::Draining => 4,
+        EndpointState::Ejected => EJECTED,
+    }
+}
+
+/// What one sidecar says about an endpoint it ejects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ejecting {
+    pub reason: String,
+    pub since_unix_ms: u64,
+    pub last_error: Option<String>,
+}
+
+/// One reporter's latest report, compact.
+#[derive(Debug)]
+struct Reporter {
+    roster_version: u64,
+    panic: bool,
+    /// State code per slot; shorter than the slot table means "not reported" past its end.
+    states: Vec<u8>,
+    /// Details of the endpoints it ejects, by slot.
+    ejected: HashMap<u32, Ejecting>,
+    /// Whether it counts in the totals (its stream is fresh).
+    counted: bool,
+}
+
+/// The totals of one pool.
+#[derive(Debug, Default)]
+pub struct PoolTally {
+    slots: HashMap<SocketAddr, u32>,
+    /// The address of each slot (meaningless while the slot is free).
+    addrs: Vec<SocketAddr>,
+    /// Reporters (counted or not) naming each slot; 0 means the slot is free.
+    refs: Vec<u32>,
+    free: Vec<u32>,
+    /// Per slot, how many counted reporters see it in each state (index `code - 1`).
+    counts: Vec<[u32; 5]>,
+    /// Per slot, the counted reporters ejecting it.
+    ejecting: HashMap<u32, BTreeSet<StreamId>>,
+    reporters: BTreeMap<StreamId, Reporter>,
+}
+
+/// What the counted reporters say about one endpoint.
+#[derive(Debug)]
+pub struct EndpointTally<'a> {
+    /// How many see it in each of [`STATES`].
+    pub counts: [u32; 5],
+    tally: &'a PoolTally,
+    slot: u32,
+}
+
+// === impl PoolTally ===
+
+impl PoolTally {
+    /// Record `health` as `id`'s complete report (it replaces the previous one) and count it.
+    /// Returns whether anything the status is computed from changed.
+    pub fn record(&mut self, id: StreamId, health: &PoolHealth) -> bool {
+        let mut states = Vec::new();
+        let mut ejected = HashMap::new();
+        for e in &health.endpoints {
+            let slot = self.slot_for(e.addr);
+            let index = slot as usize;
+            if states.len() <= index {
+                states.resize(index + 1, 0);
+            }
+            states[index] = code(e.state);
+            if e.state == EndpointState::Ejected {
+                ejected.insert(
+                    slot,
+                    Ejecting {
+                        reason: e.reason.clone(),
+                        since_unix_ms: e.since_unix_ms,
+                        last_error: e.last_error.clone(),
+                    },
+                );
+            } else {
+                // A duplicate address: the last entry wins, as it would in a map.
+                ejected.remove(&slot);
+            }
+        }
+        let new = Reporter {
+            roster_version: health.roster_version,
+            panic: health.panic,
+            states,
+            ejected,
+            counted: true,
+        };
+        for (slot, _) in occupied(&new.states) {
+            self.refs[slot] += 1;
+        }
+        let old = self.reporters.remove(&id);
+        let changed = old
+            .as_ref()
+            .is_none_or(|old| !same_report(old, &new) || !old.counted);
+        if let Some(old) = &old {
+            if old.counted {
+                self.contribute(id, old, false);
+            }
+            for (slot, _) in occupied(&old.states) {
+                self.release_ref(slot);
+            }
+        }
+        self.contribute(id, &new, true);
+        self.reporters.insert(id, new);
+        changed
+    }
+
+    /// Count `id`'s report in the totals or leave it out (its stream went quiet past the
+    /// freshness limit, or spoke again). Returns whether that changed anything.
+    pub fn set_counted(&mut self, id: StreamId, counted: bool) -> bool {
+        let Some(reporter) = self.reporters.remove(&id) else {
+            return false;
+        };
+        let changed = reporter.counted != counted;
+        if changed {
+            self.contribute(id, &reporter, counted);
+        }
+        self.reporters.insert(
+            id,
+            Reporter {
+                counted,
+                ..reporter
+            },
+        );
+        changed
+    }
+
+    /// Forget `id`'s report (its stream ended). Returns whether it had one.
+    pub fn remove(&mut self, id: StreamId) -> bool {
+        let Some(old) = self.reporters.remove(&id) else {
+            return false;
+        };
+        if old.counted {
+            self.contribute(id, &old, false);
+        }
+        for (slot, _) in occupied(&old.states) {
+            self.release_ref(slot);
+        }
+        true
+    }
+
+    /// The reporters, counted or not.
+    pub fn reporter_ids(&self) -> impl Iterator<Item = StreamId> + '_ {
+        self.reporters.keys().copied()
+    }
+
+    /// Whether nobody reports on the pool any more.
+    pub fn is_empty(&self) -> bool {
+        self.reporters.is_empty()
+    }
+
+    /// Counted reporters.
+    pub fn reporting(&self) -> u32 {
+        self.counted().count() as u32
+    }
+
+    /// The roster version each counted reporter runs.
+    pub fn roster_versions(&self) -> impl Iterator<Item = u64> + '_ {
+        self.counted().map(|r| r.roster_version)
+    }
+
+    /// Counted reporters that route in panic mode.
+    pub fn panicking(&self) -> u32 {
+        self.counted().filter(|r| r.panic).count() as u32
+    }
+
+    /// What the counted reporters say about `addr`; `None` when no report names it.
+    pub fn endpoint(&self, addr: &SocketAddr) -> Option<EndpointTally<'_>> {
+        let slot = *self.slots.get(addr)?;
+        Some(EndpointTally {
+            counts: self.counts[slot as usize],
+            tally: self,
+            slot,
+        })
+    }
+
+    /// Slots in use: the distinct addresses the reports name (for the memory figures).
+    pub fn addresses(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn counted(&self) -> impl Iterator<Item = &Reporter> + '_ {
+        self.reporters.values().filter(|r| r.counted)
+    }
+
+    fn slot_for(&mut self, addr: SocketAddr) -> u32 {
+        if let Some(slot) = self.slots.get(&addr) {
+            return *slot;
+        }
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.addrs[slot as usize] = addr;
+                slot
+            }
+            None => {
+                self.refs.push(0);
+                self.counts.push([0; 5]);
+                self.addrs.push(addr);
+                (self.refs.len() - 1) as u32
+            }
+        };
+        self.slots.insert(addr, slot);
+        slot
+    }
+
+    fn release_ref(&mut self, slot: usize) {
+        self.refs[slot] -= 1;
+        if self.refs[slot] == 0 {
+            self.slots.remove(&self.addrs[slot]);
+            self.free.push(slot as u32);
+        }
+    }
+
+    /// Add (`add`) or take away a reporter's states from the per-slot totals.
+    fn contribute(&mut self, id: StreamId, reporter: &Reporter, add: bool) {
+        for (slot, state) in occupied(&reporter.states) {
+            let count = &mut self.counts[slot][usize::from(state - 1)];
+            if add {
+                *count += 1;
+            } else {
+                *count -= 1;
+            }
+            if state == EJECTED {
+                let key = slot as u32;
+                if add {
+                    self.ejecting.entry(key).or_default().insert(id);
+                } else if let Some(set) = self.ejecting.get_mut(&key) {
+                    set.remove(&id);
+                    if set.is_empty() {
+                        self.ejecting.remove(&key);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The slots a report names, with their state codes.
+fn occupied(states: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
+    states
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s != 0)
+        .map(|(i, s)| (i, *s))
+}
+
+fn same_report(a: &Reporter, b: &Reporter) -> bool {
+    let len = a.states.len().max(b.states.len());
+    let at = |r: &Reporter, i: usize| r.states.get(i).copied().unwrap_or(0);
+    a.roster_version == b.roster_version
+        && a.panic == b.panic
+        && a.ejected == b.ejected
+        && (0..len).all(|i| at(a, i) == at(b, i))
+}
+
+// === impl EndpointTally ===
+
+impl EndpointTally<'_> {
+    /// Counted reporters that report the endpoint at all.
+    pub fn seen(&self) -> u32 {
+        self.counts.iter().sum()
+    }
+
+    /// What each counted reporter that ejects it says, in stream order.
+    pub fn ejecting(&self) -> impl Iterator<Item = &Ejecting> + '_ {
+        self.tally
+            .ejecting
+            .get(&self.slot)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.tally.reporters.get(id)?.ejected.get(&self.slot))
+    }
+}
+
+#[cfg(test)]
+#[path = "tally_tests.rs"]
+mod tests;
