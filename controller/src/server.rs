@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rollcall_api::proto::v1::roster_server::RosterServer;
+use rollcall_api::proto::encoded::v1::roster_server::RosterServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;

@@ -8,10 +8,12 @@
 //! restarting controller never tells sidecars a live pool is gone.
 
 use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::RwLock;
+use rollcall_api::proto::encoded::EncodedRosterUpdate;
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::roster::{PoolRef, PoolState, RosterUpdate, UnavailableReason};
 use tokio::sync::watch;
@@ -21,8 +23,11 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub struct Published {
     pub update: RosterUpdate,
-    /// `update` encoded for the wire.
-    pub wire: pb::RosterUpdate,
+    /// `update` encoded for the wire, once; every stream sends these same bytes.
+    pub wire: EncodedRosterUpdate,
+    /// The roster's endpoint addresses (none when unavailable): what reports are checked
+    /// against, built once per version instead of once per report.
+    pub addresses: HashSet<SocketAddr>,
     /// When it was published, to measure push latency.
     pub at: Instant,
 }
@@ -185,8 +190,12 @@ fn encode(pool: &PoolRef, version: u64, state: PoolState) -> Published {
     };
     match pb::RosterUpdate::try_from(&update) {
         Ok(wire) => Published {
+            wire: EncodedRosterUpdate::new(&wire),
+            addresses: match &update.state {
+                PoolState::Roster(roster) => roster.endpoints.iter().map(|e| e.addr).collect(),
+                PoolState::Unavailable { .. } => HashSet::new(),
+            },
             update,
-            wire,
             at: Instant::now(),
         },
         Err(e) => {
@@ -207,7 +216,8 @@ fn encode(pool: &PoolRef, version: u64, state: PoolState) -> Published {
             };
             Published {
                 update,
-                wire,
+                wire: EncodedRosterUpdate::new(&wire),
+                addresses: HashSet::new(),
                 at: Instant::now(),
             }
         }

@@ -31,7 +31,13 @@ fn version_bumps_only_when_content_changes() {
     assert_eq!(hub.publish(&web(), roster(1), 2000), None);
     assert_eq!(hub.publish(&web(), roster(2), 1000), Some(1001));
     assert_eq!(hub.publish(&web(), roster(3), 5000), Some(5000));
-    assert_eq!(hub.current(&web()).unwrap().wire.version, 5000);
+    let published = hub.current(&web()).unwrap();
+    assert_eq!(published.update.version, 5000);
+    // The bytes every stream sends are that version, encoded.
+    let wire: pb::RosterUpdate =
+        prost::Message::decode(published.wire.bytes().clone()).expect("the wire form decodes");
+    assert_eq!(wire.version, 5000);
+    assert_eq!(pb::RosterUpdate::try_from(&published.update).ok(), Some(wire));
 }
 
 #[test]

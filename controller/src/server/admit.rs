@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 
-use rollcall_api::roster::{PoolHealth, Roster};
+use rollcall_api::roster::PoolHealth;
 
 /// Reasons a sidecar may give for an endpoint's state.
 pub const REASONS: &[&str] = &[
@@ -31,8 +31,7 @@ pub const MAX_ERROR_CHARS: usize = 256;
 
 /// `health` cut down to what the roster and the rules allow; returns how many endpoint
 /// entries were dropped.
-pub fn admit(health: &mut PoolHealth, roster: &Roster) -> usize {
-    let known: HashSet<SocketAddr> = roster.endpoints.iter().map(|e| e.addr).collect();
+pub fn admit(health: &mut PoolHealth, known: &HashSet<SocketAddr>) -> usize {
     let before = health.endpoints.len();
     health.endpoints.retain(|e| known.contains(&e.addr));
     let mut seen = HashSet::new();
@@ -55,7 +54,7 @@ pub fn admit(health: &mut PoolHealth, roster: &Roster) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use rollcall_api::roster::{Endpoint, EndpointHealth, EndpointState, PoolRef};
+    use rollcall_api::roster::{Endpoint, EndpointHealth, EndpointState, PoolRef, Roster};
 
     use super::*;
 
@@ -102,7 +101,8 @@ mod tests {
                 health("10.9.9.9:80", "ProbeFailures", None),
             ],
         };
-        assert_eq!(admit(&mut report, &roster), 2);
+        let known: HashSet<SocketAddr> = roster.endpoints.iter().map(|e| e.addr).collect();
+        assert_eq!(admit(&mut report, &known), 2);
         assert_eq!(report.endpoints.len(), 2);
         assert_eq!(
             report.endpoints[0].last_error.as_ref().unwrap().len(),

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt, stream};
 use prometheus::IntGauge;
+use rollcall_api::proto::encoded::EncodedRosterUpdate;
+use rollcall_api::proto::encoded::v1 as encoded;
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::roster::{HealthReport, PoolRef, PoolState, UnavailableReason, WatchRequest};
 use tokio::time::Instant;
@@ -21,7 +23,9 @@ use super::{Caller, Limits, State};
 use crate::status::ReportStore;
 use crate::unix_ms;
 
-pub type UpdateStream = Pin<Box<dyn Stream<Item = Result<pb::RosterUpdate, Status>> + Send>>;
+/// Roster updates as the wire carries them, encoded once per version and shared by every stream.
+pub type UpdateStream =
+    Pin<Box<dyn Stream<Item = Result<EncodedRosterUpdate, Status>> + Send>>;
 
 #[derive(Clone, Debug)]
 pub struct RosterService {
@@ -96,7 +100,7 @@ impl RosterService {
 }
 
 #[tonic::async_trait]
-impl pb::roster_server::Roster for RosterService {
+impl encoded::roster_server::Roster for RosterService {
     type WatchStream = UpdateStream;
 
     #[tracing::instrument(skip_all, fields(sidecar))]
@@ -308,10 +312,15 @@ impl pb::roster_server::Roster for RosterService {
                     || pod
                         .as_ref()
                         .is_some_and(|p| self.state.sessions.watches(p, &pool.pool));
-                let roster = self.roster(&pool.pool);
-                match roster {
-                    Some(roster) if watched => {
-                        if admit(&mut pool, &roster) > 0 {
+                // Reports are kept only for pools served with a roster, and only about its
+                // endpoints.
+                let published = self.state.hub.current(&pool.pool);
+                match published {
+                    Some(published)
+                        if watched
+                            && matches!(published.update.state, PoolState::Roster(_)) =>
+                    {
+                        if admit(&mut pool, &published.addresses) > 0 {
                             self.count("trimmed", &mut summary.ignored);
                         }
                         store.record(id, pool, now);
@@ -347,21 +356,10 @@ impl RosterService {
             .with_label_values(&[result])
             .inc();
     }
-
-    /// The roster a pool is served with; reports are kept only for pools that have one.
-    fn roster(&self, pool: &PoolRef) -> Option<rollcall_api::roster::Roster> {
-        self.state
-            .hub
-            .current(pool)
-            .and_then(|p| match &p.update.state {
-                PoolState::Roster(r) => Some(r.clone()),
-                PoolState::Unavailable { .. } => None,
-            })
-    }
 }
 
-fn forbidden(pool: &PoolRef) -> pb::RosterUpdate {
-    pb::RosterUpdate {
+fn forbidden(pool: &PoolRef) -> EncodedRosterUpdate {
+    EncodedRosterUpdate::new(&pb::RosterUpdate {
         pool: Some(pool.into()),
         version: 0,
         state: Some(pb::roster_update::State::Unavailable(pb::Unavailable {
@@ -371,5 +369,5 @@ fn forbidden(pool: &PoolRef) -> pb::RosterUpdate {
                  BackendPool"
             ),
         })),
-    }
+    })
 }
