@@ -50,7 +50,9 @@ pub async fn run(
         };
         first = false;
         tokio::time::sleep(wait).await;
-        let (ok, detail) = match probe(addr, &spec).await {
+        // Boxed: the probe's state (an HTTP/2 or gRPC exchange) exists only while it runs,
+        // instead of sizing every endpoint's waiting task for it.
+        let (ok, detail) = match Box::pin(probe(addr, &spec)).await {
             Ok(()) => (true, String::new()),
             Err(detail) => (false, detail),
         };

@@ -1,11 +1,14 @@
 //! One endpoint's live parts, shared by the pool's owner (which creates, drains and forgets it)
 //! and the request path (which sends to it): its connections, its load for the balancer, and its
-//! `rollcall_attempts_total` counters, looked up once instead of per request.
+//! `rollcall_attempts_total` counters, each looked up once, on its first use, instead of per
+//! request. A series exists only once an endpoint has had such a try: with thousands of
+//! endpoints, one series per endpoint and outcome made up front was most of the sidecar's
+//! memory (about 4 KiB per endpoint).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use prometheus::IntCounter;
+use prometheus::{IntCounter, IntCounterVec};
 use tokio::time::Instant;
 
 use crate::balance::EndpointLoad;
@@ -19,41 +22,102 @@ pub struct Endpoint {
     pub zone: Option<String>,
     pub upstream: Upstream,
     pub load: Arc<EndpointLoad>,
-    /// One counter per outcome, in `ATTEMPT_OUTCOMES` order.
-    attempts: Vec<IntCounter>,
+    /// One counter per outcome, in `ATTEMPT_OUTCOMES` order, made on first use.
+    attempts: [OnceLock<IntCounter>; ATTEMPT_OUTCOMES.len()],
+    attempts_vec: IntCounterVec,
+    pool: Arc<str>,
 }
 
 impl Endpoint {
     pub(super) fn new(
-        pool: &str,
+        pool: &Arc<str>,
         config: &EndpointConfig,
         http2: bool,
         keepalive: KeepAlive,
         metrics: &Metrics,
         now: Instant,
     ) -> Self {
-        let addr = config.address.to_string();
         Self {
             addr: config.address,
             zone: config.zone.clone(),
             upstream: Upstream::with_keepalive(config.address, http2, keepalive),
             load: Arc::new(EndpointLoad::with_weight(config.weight, now)),
-            attempts: ATTEMPT_OUTCOMES
-                .iter()
-                .map(|outcome| metrics.attempts.with_label_values(&[pool, &addr, outcome]))
-                .collect(),
+            attempts: std::array::from_fn(|_| OnceLock::new()),
+            attempts_vec: metrics.attempts.clone(),
+            pool: Arc::clone(pool),
         }
     }
 
     /// Count one try in `rollcall_attempts_total`.
     pub fn count_attempt(&self, outcome: Outcome) {
         let label = outcome.attempt_label();
-        if let Some(counter) = ATTEMPT_OUTCOMES
+        if let Some((slot, label)) = ATTEMPT_OUTCOMES
             .iter()
             .position(|o| *o == label)
-            .and_then(|i| self.attempts.get(i))
+            .and_then(|i| Some((self.attempts.get(i)?, ATTEMPT_OUTCOMES[i])))
         {
-            counter.inc();
+            slot.get_or_init(|| {
+                let addr = self.addr.to_string();
+                self.attempts_vec
+                    .with_label_values(&[&*self.pool, &addr, label])
+            })
+            .inc();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempt_series_appear_with_the_first_try_of_each_outcome() {
+        let metrics = Metrics::new().unwrap();
+        let pool: Arc<str> = Arc::from("shop/web");
+        let config = EndpointConfig {
+            address: "10.0.0.1:8080".parse().unwrap(),
+            zone: None,
+            weight: 1,
+            terminating: false,
+        };
+        let endpoint = Endpoint::new(
+            &pool,
+            &config,
+            false,
+            KeepAlive::default(),
+            &metrics,
+            Instant::now(),
+        );
+        let series = |m: &Metrics| -> Vec<String> {
+            m.render()
+                .lines()
+                .filter(|l| l.starts_with("rollcall_attempts_total{"))
+                .map(String::from)
+                .collect()
+        };
+        assert!(series(&metrics).is_empty(), "no try, no series");
+        endpoint.count_attempt(Outcome::Answered(200));
+        endpoint.count_attempt(Outcome::Answered(204));
+        endpoint.count_attempt(Outcome::ConnectFailed);
+        let lines = series(&metrics);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines.iter().any(|l| l.contains("outcome=\"success\"")
+                && l.contains("endpoint=\"10.0.0.1:8080\"")
+                && l.contains("pool=\"shop/web\"")
+                && l.ends_with(" 2")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("outcome=\"connect_failure\"") && l.ends_with(" 1")),
+            "{lines:?}"
+        );
+        metrics.forget_endpoint("shop/web", "10.0.0.1:8080");
+        assert!(
+            series(&metrics).is_empty(),
+            "a forgotten endpoint leaves nothing"
+        );
     }
 }
