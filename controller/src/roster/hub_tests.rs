@@ -37,7 +37,10 @@ fn version_bumps_only_when_content_changes() {
     let wire: pb::RosterUpdate =
         prost::Message::decode(published.wire.bytes().clone()).expect("the wire form decodes");
     assert_eq!(wire.version, 5000);
-    assert_eq!(pb::RosterUpdate::try_from(&published.update).ok(), Some(wire));
+    assert_eq!(
+        pb::RosterUpdate::try_from(&published.update).ok(),
+        Some(wire)
+    );
 }
 
 #[test]

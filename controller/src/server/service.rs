@@ -24,8 +24,7 @@ use crate::status::ReportStore;
 use crate::unix_ms;
 
 /// Roster updates as the wire carries them, encoded once per version and shared by every stream.
-pub type UpdateStream =
-    Pin<Box<dyn Stream<Item = Result<EncodedRosterUpdate, Status>> + Send>>;
+pub type UpdateStream = Pin<Box<dyn Stream<Item = Result<EncodedRosterUpdate, Status>> + Send>>;
 
 #[derive(Clone, Debug)]
 pub struct RosterService {
@@ -317,8 +316,7 @@ impl encoded::roster_server::Roster for RosterService {
                 let published = self.state.hub.current(&pool.pool);
                 match published {
                     Some(published)
-                        if watched
-                            && matches!(published.update.state, PoolState::Roster(_)) =>
+                        if watched && matches!(published.update.state, PoolState::Roster(_)) =>
                     {
                         if admit(&mut pool, &published.addresses) > 0 {
                             self.count("trimmed", &mut summary.ignored);
