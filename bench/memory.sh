@@ -18,13 +18,6 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   cargo build --release -p rollcall-dataplane --bin rollcall-sidecar
 fi
 
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 # Endpoint i of a pool: 10.a.b.c:8080, distinct for i < 16 million.
@@ -44,6 +37,19 @@ wait_listening() {
   return 1
 }
 
+# The RSS of process $1 once it listens on port $2 and SETTLE seconds passed; stops it either way.
+measure() {
+  local pid=$1 port=$2
+  if ! wait_listening "$port" "$pid"; then
+    kill "$pid" 2>/dev/null || true
+    return 1
+  fi
+  sleep "$SETTLE"
+  rss_kib "$pid"
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+}
+
 rollcall() {
   local n=$1 config="$OUT/sidecar-$1.yaml"
   local listen=$((BASE_PORT + 1)) admin=$((BASE_PORT + 2))
@@ -57,13 +63,7 @@ rollcall() {
   } > "$config"
   ROLLCALL_LOG=warn "$BIN/rollcall-sidecar" --config "$config" \
     --admin-listen "127.0.0.1:$admin" > "$OUT/sidecar-$n.log" 2>&1 &
-  local pid=$!
-  PIDS+=("$pid")
-  wait_listening "$listen" "$pid"
-  sleep "$SETTLE"
-  rss_kib "$pid"
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
+  measure $! "$listen"
 }
 
 haproxy_rss() {
@@ -75,13 +75,7 @@ haproxy_rss() {
     for i in $(seq 1 "$n"); do echo "  server s$i $(address "$i")"; done
   } > "$config"
   haproxy -f "$config" -db > "$OUT/haproxy-$n.log" 2>&1 &
-  local pid=$!
-  PIDS+=("$pid")
-  wait_listening "$listen" "$pid"
-  sleep "$SETTLE"
-  rss_kib "$pid"
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
+  measure $! "$listen"
 }
 
 base=""
