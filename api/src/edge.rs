@@ -8,8 +8,8 @@ use std::net::{IpAddr, SocketAddr};
 use crate::policy::PoolPolicy;
 use crate::proto::v1 as pb;
 use crate::roster::{
-    Endpoint, EndpointHealth, EndpointState, HealthReport, PoolHealth, PoolRef, PoolState, Roster,
-    RosterUpdate, SidecarId, UnavailableReason, WatchRequest, valid_name,
+    Endpoint, EndpointHealth, EndpointState, HealthReport, PoolHealth, PoolRef, PoolState, Refusal,
+    Roster, RosterUpdate, SidecarId, UnavailableReason, WatchRequest, valid_name,
 };
 
 /// Why an inbound message was refused.
@@ -327,6 +327,12 @@ impl From<&PoolHealth> for pb::PoolHealth {
             roster_version: p.roster_version,
             panic: p.panic,
             endpoints: p.endpoints.iter().map(Into::into).collect(),
+            refused_version: p.refused.as_ref().map_or(0, |r| r.version),
+            refused_reason: p
+                .refused
+                .as_ref()
+                .map(|r| r.reason.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -343,6 +349,11 @@ impl TryFrom<pb::PoolHealth> for PoolHealth {
                 .into_iter()
                 .map(TryInto::try_into)
                 .collect::<Result<_, _>>()?,
+            // Only a refusal of something newer than what it runs is news.
+            refused: (p.refused_version > p.roster_version).then_some(Refusal {
+                version: p.refused_version,
+                reason: p.refused_reason,
+            }),
         })
     }
 }

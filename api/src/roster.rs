@@ -126,6 +126,15 @@ pub struct PoolHealth {
     pub roster_version: u64,
     pub panic: bool,
     pub endpoints: Vec<EndpointHealth>,
+    /// A newer roster the sidecar refused (it keeps routing on `roster_version`).
+    pub refused: Option<Refusal>,
+}
+
+/// A roster version a sidecar would not run, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub version: u64,
+    pub reason: String,
 }
 
 /// One message of the `Report` stream; no pools means a heartbeat.

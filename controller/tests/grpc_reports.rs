@@ -28,6 +28,7 @@ fn health(state: EndpointState) -> HealthReport {
                 last_error: Some("connection refused".into()),
                 ejection_suppressed: false,
             }],
+            refused: None,
         }],
     }
 }

@@ -253,3 +253,71 @@ async fn published_roster_routes_in_every_sidecar_and_their_ejections_reach_the_
         s.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roster_the_sidecars_refuse_shows_in_the_status_with_their_reason_at_once() {
+    let backends = [TestBackend::spawn(Behavior::ok()).await.unwrap()];
+    let pool = PoolRef::new("shop", "web");
+    let controller = Controller::start().await;
+    let good = roster(&backends.iter().collect::<Vec<_>>());
+    let first = controller.publish(&pool, &good);
+    let sidecars = [
+        sidecar(&controller, "front-1").await,
+        sidecar(&controller, "front-2").await,
+    ];
+    for s in &sidecars {
+        routed(listen(s).await).await;
+    }
+    let ready = |s: &BackendPoolStatus| -> (String, String, String) {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+            .unwrap_or_default()
+    };
+    controller
+        .wait_for_status(
+            &pool,
+            first,
+            &good,
+            "both sidecars on the first roster",
+            |s| {
+                s.sidecars.as_ref().is_some_and(|c| c.reporting == 2)
+                    && ready(s).1 == "RosterServed"
+            },
+        )
+        .await;
+
+    // A policy these sidecars will not run: a probe timeout longer than its interval.
+    let mut bad = good.clone();
+    bad.policy.health_check.timeout = DurationString::secs(5);
+    let refused = controller.publish(&pool, &bad);
+    let status = controller
+        .wait_for_status(&pool, refused, &bad, "the refusal in the status", |s| {
+            ready(s).1 == "RosterRefused"
+        })
+        .await;
+    let (ok, _, message) = ready(&status);
+    assert_eq!(ok, "False");
+    assert!(
+        message.starts_with(&format!(
+            "every reporting sidecar (2) refused roster version {refused}: policy.healthCheck"
+        )),
+        "{message}"
+    );
+    // They keep routing on the roster they had.
+    for s in &sidecars {
+        routed(listen(s).await).await;
+    }
+
+    // A usable roster again: the refusal is gone from the status.
+    let mut fixed = good.clone();
+    fixed.policy.panic_threshold = Percent::new(30.0);
+    let third = controller.publish(&pool, &fixed);
+    controller
+        .wait_for_status(&pool, third, &fixed, "the refusal cleared", |s| {
+            let (ok, reason, message) = ready(s);
+            ok == "True" && reason == "RosterServed" && !message.contains("refused")
+        })
+        .await;
+}

@@ -339,6 +339,7 @@ async fn a_pods_reports_are_its_own_bounded_and_about_its_roster_only() {
         roster_version: version,
         panic: false,
         endpoints,
+        ..Default::default()
     };
     let first = report(&world, &liar_token).await;
     first

@@ -171,13 +171,25 @@ fn health_report_round_trips_and_unset_state_is_unknown() {
                 last_error: Some("connection refused".into()),
                 ejection_suppressed: false,
             }],
+            refused: Some(Refusal {
+                version: 9,
+                reason: "policy.healthCheck.timeout: must be below interval".into(),
+            }),
         }],
     };
     let mut wire = pb::HealthReport::from(&report);
     assert_eq!(HealthReport::try_from(wire.clone()).unwrap(), report);
     wire.pools[0].endpoints[0].state = 0;
-    let back = HealthReport::try_from(wire).unwrap();
+    let back = HealthReport::try_from(wire.clone()).unwrap();
     assert_eq!(back.pools[0].endpoints[0].state, EndpointState::Unknown);
+    // A refusal of a version not newer than the one it runs is no news: it is dropped.
+    wire.pools[0].refused_version = 7;
+    let back = HealthReport::try_from(wire.clone()).unwrap();
+    assert_eq!(back.pools[0].refused, None);
+    // An older sidecar sends neither field.
+    wire.pools[0].refused_version = 0;
+    wire.pools[0].refused_reason.clear();
+    assert_eq!(HealthReport::try_from(wire).unwrap().pools[0].refused, None);
 }
 
 #[test]

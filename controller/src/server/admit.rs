@@ -36,20 +36,26 @@ pub fn admit(health: &mut PoolHealth, known: &HashSet<SocketAddr>) -> usize {
     health.endpoints.retain(|e| known.contains(&e.addr));
     let mut seen = HashSet::new();
     health.endpoints.retain(|e| seen.insert(e.addr));
+    if let Some(refused) = &mut health.refused {
+        refused.reason = bounded(&refused.reason);
+    }
     for e in &mut health.endpoints {
         if !e.reason.is_empty() && !REASONS.contains(&e.reason.as_str()) {
             e.reason = "Other".into();
         }
         if let Some(error) = &mut e.last_error {
-            let clean: String = error
-                .chars()
-                .filter(|c| !c.is_control())
-                .take(MAX_ERROR_CHARS)
-                .collect();
-            *error = clean;
+            *error = bounded(error);
         }
     }
     before - health.endpoints.len()
+}
+
+/// At most `MAX_ERROR_CHARS` characters, none of them control characters.
+fn bounded(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_ERROR_CHARS)
+        .collect()
 }
 
 #[cfg(test)]
@@ -100,6 +106,10 @@ mod tests {
                 health("10.0.0.2:80", "<script>", Some("refused\n\u{7}")),
                 health("10.9.9.9:80", "ProbeFailures", None),
             ],
+            refused: Some(rollcall_api::roster::Refusal {
+                version: 2,
+                reason: format!("policy.x: bad\n{huge}"),
+            }),
         };
         let known: HashSet<SocketAddr> = roster.endpoints.iter().map(|e| e.addr).collect();
         assert_eq!(admit(&mut report, &known), 2);
@@ -110,5 +120,12 @@ mod tests {
         );
         assert_eq!(report.endpoints[1].reason, "Other");
         assert_eq!(report.endpoints[1].last_error.as_deref(), Some("refused"));
+        let refused = report.refused.as_ref().unwrap();
+        assert_eq!(refused.reason.chars().count(), MAX_ERROR_CHARS);
+        assert!(
+            refused.reason.starts_with("policy.x: bad"),
+            "{}",
+            refused.reason
+        );
     }
 }

@@ -8,7 +8,8 @@
 //!   error seen. The list is capped so a status object cannot grow without bound.
 //! - Conditions: `Ready` (a roster is served and some endpoint can take traffic; `False` with
 //!   `RosterNotApplied` when every reporting sidecar still runs an older roster
-//!   `APPLY_GRACE_MS` after the current one was published — they refused it), `Degraded`
+//!   `APPLY_GRACE_MS` after the current one was published — they refused it; at once, with
+//!   `RosterRefused` and the reason, when they say they refused it), `Degraded`
 //!   (most sidecars eject some endpoint), `Panic` (some sidecar routes in panic mode). Each
 //!   keeps its `lastTransitionTime` while its status does not change.
 
@@ -62,6 +63,21 @@ fn not_applied(reports: &PoolTally, version: u64, now: Timestamp) -> Option<u32>
     Some(u32::try_from(behind).unwrap_or(u32::MAX))
 }
 
+/// How many counted reporters refused roster `version` (or a newer one), and the reason most
+/// of them give (among equals the alphabetically first, so the message is stable).
+fn refused(reports: &PoolTally, version: u64) -> Option<(u32, String)> {
+    let mut reasons: BTreeMap<&str, u32> = BTreeMap::new();
+    for r in reports.refusals().filter(|r| r.version >= version) {
+        *reasons.entry(r.reason.as_str()).or_default() += 1;
+    }
+    let count = reasons.values().sum();
+    let reason = reasons
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(r, _)| r.to_string())?;
+    Some((count, reason))
+}
+
 fn age_seconds(version: u64, now: Timestamp) -> u64 {
     u64::try_from(now.as_millisecond())
         .unwrap_or(0)
@@ -95,6 +111,14 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
             } else if counts.healthy + counts.probation == 0 {
                 let msg = format!("none of {} endpoints is healthy", counts.total);
                 (false, "NoHealthyEndpoints".into(), msg)
+            } else if let Some((count, reason)) = refused(input.reports, version)
+                && count == reporting
+            {
+                let msg = format!(
+                    "every reporting sidecar ({reporting}) refused roster version {version}: \
+                     {reason}; they route on the roster they had"
+                );
+                (false, "RosterRefused".into(), msg)
             } else if let Some(stale) = not_applied(input.reports, version, input.now)
                 && reporting > 0
                 && stale == reporting
@@ -119,7 +143,11 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
                     "{} of {} endpoints healthy; roster version {version}",
                     counts.healthy, counts.total
                 );
-                if let Some(stale) = not_applied(input.reports, version, input.now)
+                if let Some((count, reason)) = refused(input.reports, version) {
+                    msg.push_str(&format!(
+                        "; {count} of {reporting} sidecars refused it: {reason}"
+                    ));
+                } else if let Some(stale) = not_applied(input.reports, version, input.now)
                     && stale > 0
                 {
                     msg.push_str(&format!(

@@ -51,6 +51,7 @@ fn report(pod: &str, panic: bool, eps: &[(usize, EndpointState, &str, u64)]) -> 
                 ejection_suppressed: false,
             })
             .collect(),
+        refused: None,
     }
 }
 
@@ -363,4 +364,65 @@ fn a_roster_no_sidecar_applied_is_not_ready_once_the_grace_has_passed() {
     // All applied: nothing said.
     let s = served_since(20_000, &[0, 0]);
     assert!(!cond(&s, "Ready").message.contains("older"));
+}
+
+/// `roster(2)` served as version 7 with one report per entry of `refusals`: `Some(reason)` for
+/// a sidecar that refused version 7 (it runs 6), `None` for one that runs 7.
+fn with_refusals(refusals: &[Option<&str>]) -> BackendPoolStatus {
+    let r = roster(2);
+    let reports: Vec<PoolHealth> = refusals
+        .iter()
+        .enumerate()
+        .map(|(i, refusal)| {
+            let mut rep = report(
+                &format!("s{i}"),
+                false,
+                &[(1, Healthy, "ProbeSucceeded", 1)],
+            );
+            if let Some(reason) = refusal {
+                rep.roster_version = 6;
+                rep.refused = Some(rollcall_api::roster::Refusal {
+                    version: 7,
+                    reason: reason.to_string(),
+                });
+            }
+            rep
+        })
+        .collect();
+    aggregate(input(&r, &tally(&reports)))
+}
+
+#[test]
+fn a_roster_every_sidecar_refused_is_not_ready_at_once_with_their_reason() {
+    let timeout = "policy.healthCheck.timeout: must be below interval";
+    let s = with_refusals(&[Some(timeout), Some(timeout), Some("policy.x: other")]);
+    let ready = cond(&s, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "RosterRefused")
+    );
+    assert_eq!(
+        ready.message,
+        format!(
+            "every reporting sidecar (3) refused roster version 7: {timeout}; they route on \
+             the roster they had"
+        )
+    );
+    // Some refused: ready, and the message says how many and why.
+    let s = with_refusals(&[Some(timeout), None]);
+    let ready = cond(&s, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "RosterServed")
+    );
+    assert!(
+        ready
+            .message
+            .ends_with(&format!("; 1 of 2 sidecars refused it: {timeout}")),
+        "{}",
+        ready.message
+    );
+    // None refused: nothing said.
+    let s = with_refusals(&[None, None]);
+    assert!(!cond(&s, "Ready").message.contains("refused"));
 }

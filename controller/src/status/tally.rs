@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 
-use rollcall_api::roster::{EndpointState, PoolHealth};
+use rollcall_api::roster::{EndpointState, PoolHealth, Refusal};
 
 use super::store::StreamId;
 
@@ -49,6 +49,8 @@ pub struct Ejecting {
 #[derive(Debug)]
 struct Reporter {
     roster_version: u64,
+    /// A newer roster it refused, and why.
+    refused: Option<Refusal>,
     panic: bool,
     /// State code per slot; shorter than the slot table means "not reported" past its end.
     states: Vec<u8>,
@@ -114,6 +116,7 @@ impl PoolTally {
         }
         let new = Reporter {
             roster_version: health.roster_version,
+            refused: health.refused.clone(),
             panic: health.panic,
             states,
             ejected,
@@ -191,6 +194,11 @@ impl PoolTally {
     /// The roster version each counted reporter runs.
     pub fn roster_versions(&self) -> impl Iterator<Item = u64> + '_ {
         self.counted().map(|r| r.roster_version)
+    }
+
+    /// What the counted reporters that refused a roster say about it.
+    pub fn refusals(&self) -> impl Iterator<Item = &Refusal> + '_ {
+        self.counted().filter_map(|r| r.refused.as_ref())
     }
 
     /// Counted reporters that route in panic mode.
@@ -282,6 +290,7 @@ fn same_report(a: &Reporter, b: &Reporter) -> bool {
     let len = a.states.len().max(b.states.len());
     let at = |r: &Reporter, i: usize| r.states.get(i).copied().unwrap_or(0);
     a.roster_version == b.roster_version
+        && a.refused == b.refused
         && a.panic == b.panic
         && a.ejected == b.ejected
         && (0..len).all(|i| at(a, i) == at(b, i))

@@ -26,6 +26,7 @@ fn health(version: u64, panic: bool, endpoints: Vec<EndpointHealth>) -> PoolHeal
         roster_version: version,
         panic,
         endpoints,
+        refused: None,
     }
 }
 

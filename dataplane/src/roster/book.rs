@@ -10,9 +10,11 @@ use std::net::SocketAddr;
 
 use rollcall_api::policy::PoolPolicy;
 use rollcall_api::proto::v1 as pb;
-use rollcall_api::roster::{Endpoint, PoolRef, PoolState, RosterUpdate, UnavailableReason};
+use rollcall_api::roster::{
+    Endpoint, PoolRef, PoolState, Refusal, RosterUpdate, UnavailableReason,
+};
 
-use super::{PoolBinding, Versions};
+use super::{PoolBinding, Running, Versions};
 use crate::config::{EndpointConfig, PoolConfig, SidecarConfig};
 
 /// The largest endpoint weight the pools accept.
@@ -33,6 +35,8 @@ struct Entry {
     version: Option<u64>,
     /// Newest version seen on the current stream; `None` until its first message.
     stream_version: Option<u64>,
+    /// A version newer than `version` that was refused, and why (reported to the controller).
+    refused: Option<Refusal>,
 }
 
 /// What one message did.
@@ -94,6 +98,7 @@ impl Book {
                     policy: PoolPolicy::default(),
                     version: None,
                     stream_version: None,
+                    refused: None,
                 };
                 (b.pool.clone(), entry)
             })
@@ -110,6 +115,45 @@ impl Book {
 
     /// Take one message of the stream.
     pub fn apply(&mut self, message: pb::RosterUpdate) -> Outcome {
+        let outcome = self.judge(message);
+        self.note_refusal(&outcome);
+        outcome
+    }
+
+    /// Remember a refusal until a roster at least as new runs, so reports can say it.
+    fn note_refusal(&mut self, outcome: &Outcome) {
+        let (pool, version, refusal) = match outcome {
+            Outcome::Refused {
+                pool,
+                version,
+                error,
+            } => (
+                pool,
+                *version,
+                Some(Refusal {
+                    version: *version,
+                    reason: error.clone(),
+                }),
+            ),
+            Outcome::Applied { pool, version, .. }
+            | Outcome::Unchanged { pool, version }
+            | Outcome::Gone { pool, version, .. } => (pool, *version, None),
+            _ => return,
+        };
+        let Some(entry) = self.pools.get_mut(pool) else {
+            return;
+        };
+        match refusal {
+            Some(refusal) => entry.refused = Some(refusal),
+            None => {
+                if entry.refused.as_ref().is_some_and(|r| r.version <= version) {
+                    entry.refused = None;
+                }
+            }
+        }
+    }
+
+    fn judge(&mut self, message: pb::RosterUpdate) -> Outcome {
         let pool = match message.pool.clone().map(PoolRef::try_from) {
             Some(Ok(pool)) => pool,
             Some(Err(error)) => {
@@ -221,11 +265,19 @@ impl Book {
         }
     }
 
-    /// The version each pool runs, for pools that have had a message.
+    /// What each pool runs, for pools that have had a usable message or refused one.
     pub(crate) fn versions(&self) -> Versions {
         self.pools
             .iter()
-            .filter_map(|(pool, entry)| Some((pool.to_string(), (pool.clone(), entry.version?))))
+            .filter(|(_, entry)| entry.version.is_some() || entry.refused.is_some())
+            .map(|(pool, entry)| {
+                let running = Running {
+                    pool: pool.clone(),
+                    version: entry.version.unwrap_or(0),
+                    refused: entry.refused.clone(),
+                };
+                (pool.to_string(), running)
+            })
             .collect()
     }
 }

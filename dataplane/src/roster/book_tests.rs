@@ -86,7 +86,7 @@ fn ready_endpoints_route_serving_terminating_ones_are_last_resort_others_left_ou
     assert_eq!(config.pools[0].name, "shop/web");
     assert_eq!(config.pools[0].listen, "127.0.0.1:15001".parse().unwrap());
     assert_eq!(config.pools[0].endpoints[0].zone.as_deref(), Some("a"));
-    assert_eq!(b.versions()["shop/web"].1, 1);
+    assert_eq!(b.versions()["shop/web"].version, 1);
 }
 
 #[test]
@@ -119,7 +119,28 @@ fn unparsable_or_invalid_policy_keeps_the_previous_roster() {
     assert!(error.contains("healthCheck.timeout"), "{error}");
     assert!(!outcome.changed());
     assert_eq!(b.config(), before);
-    assert_eq!(b.versions()["shop/web"].1, 1, "still runs version 1");
+    assert_eq!(b.versions()["shop/web"].version, 1, "still runs version 1");
+    // The refusal is reported with the reason until a roster at least that new runs.
+    let refused = b.versions()["shop/web"].refused.clone().expect("refused");
+    assert_eq!(refused.version, 3);
+    assert!(
+        refused.reason.contains("healthCheck.timeout"),
+        "{}",
+        refused.reason
+    );
+    b.apply(roster(4, vec![ep(2, true, true, false)], ""));
+    assert_eq!(b.versions()["shop/web"].version, 4);
+    assert_eq!(b.versions()["shop/web"].refused, None);
+}
+
+#[test]
+fn a_pool_whose_first_roster_is_refused_reports_the_refusal_at_version_0() {
+    let mut b = book();
+    assert!(b.versions().is_empty());
+    b.apply(roster(5, vec![ep(1, true, true, false)], "{not json"));
+    let running = &b.versions()["shop/web"];
+    assert_eq!(running.version, 0);
+    assert_eq!(running.refused.as_ref().map(|r| r.version), Some(5));
 }
 
 #[test]
@@ -146,7 +167,7 @@ fn pool_gone_empties_the_pool_other_reasons_keep_the_last_roster() {
     );
     assert!(outcome.changed());
     assert!(addrs(&b).is_empty());
-    assert_eq!(b.versions()["shop/web"].1, 3);
+    assert_eq!(b.versions()["shop/web"].version, 3);
 }
 
 #[test]

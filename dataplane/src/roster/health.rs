@@ -9,11 +9,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rollcall_api::roster::{
-    EndpointHealth, EndpointState, HealthReport, PoolHealth, PoolRef, SidecarId,
+    EndpointHealth, EndpointState, HealthReport, PoolHealth, Refusal, SidecarId,
 };
 use tokio::time::Instant;
 
-use super::Versions;
+use super::{Running, Versions};
 use crate::health::machine::{Reason, State, wall_clock};
 use crate::pool::PoolView;
 
@@ -21,6 +21,7 @@ use crate::pool::PoolView;
 #[derive(Clone, Debug, PartialEq)]
 pub struct HealthFacts {
     version: u64,
+    refused: Option<Refusal>,
     panic: bool,
     endpoints: Vec<EndpointFacts>,
 }
@@ -53,9 +54,10 @@ pub(super) struct Due {
 // === impl HealthFacts ===
 
 impl HealthFacts {
-    pub fn of(version: u64, view: &PoolView) -> Self {
+    pub fn of(running: &Running, view: &PoolView) -> Self {
         Self {
-            version,
+            version: running.version,
+            refused: running.refused.clone(),
             panic: view.panic,
             endpoints: view
                 .endpoints
@@ -75,8 +77,7 @@ impl HealthFacts {
 
 /// A pool's complete health as the protocol carries it.
 pub fn pool_health(
-    pool: &PoolRef,
-    version: u64,
+    running: &Running,
     view: &PoolView,
     now: Instant,
     wall_now: SystemTime,
@@ -95,10 +96,11 @@ pub fn pool_health(
         })
         .collect();
     PoolHealth {
-        pool: pool.clone(),
-        roster_version: version,
+        pool: running.pool.clone(),
+        roster_version: running.version,
         panic: view.panic,
         endpoints,
+        refused: running.refused.clone(),
     }
 }
 
@@ -144,12 +146,12 @@ impl Sent {
         let mut facts = Vec::new();
         let mut pools = Vec::new();
         for view in views {
-            let Some((pool, version)) = versions.get(&view.name) else {
+            let Some(running) = versions.get(&view.name) else {
                 continue;
             };
-            let current = HealthFacts::of(*version, view);
+            let current = HealthFacts::of(running, view);
             if self.pools.get(&view.name) != Some(&current) {
-                pools.push(pool_health(pool, *version, view, now, wall_now));
+                pools.push(pool_health(running, view, now, wall_now));
                 facts.push((view.name.clone(), current));
             }
         }

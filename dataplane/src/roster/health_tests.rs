@@ -3,6 +3,7 @@ use std::time::Duration;
 use super::*;
 use crate::health::machine::EndpointReport;
 use crate::pool::EndpointView;
+use rollcall_api::roster::PoolRef;
 
 const HEARTBEAT: Duration = Duration::from_secs(10);
 
@@ -56,7 +57,12 @@ fn versions(pools: &[(&str, u64)]) -> Versions {
         .iter()
         .map(|(name, v)| {
             let pool: PoolRef = name.parse().unwrap();
-            (name.to_string(), (pool, *v))
+            let running = Running {
+                pool,
+                version: *v,
+                refused: None,
+            };
+            (name.to_string(), running)
         })
         .collect()
 }
@@ -84,8 +90,17 @@ fn view_becomes_the_protocol_report_with_wall_clock_since() {
     ejected.ejection_suppressed = true;
     let mut v = view("shop/web", vec![ejected]);
     v.panic = true;
-    let health = pool_health(&PoolRef::new("shop", "web"), 7, &v, now, wall_now);
+    let running = Running {
+        pool: PoolRef::new("shop", "web"),
+        version: 7,
+        refused: Some(Refusal {
+            version: 8,
+            reason: "policy.retries.attempts: must be at most 10".into(),
+        }),
+    };
+    let health = pool_health(&running, &v, now, wall_now);
     assert_eq!(health.roster_version, 7);
+    assert_eq!(health.refused, running.refused);
     assert!(health.panic);
     let e = &health.endpoints[0];
     assert_eq!(e.addr, "10.0.0.1:8080".parse().unwrap());
@@ -169,6 +184,24 @@ fn only_facts_that_matter_trigger_a_report() {
     assert_eq!(
         due.report.pools[0].roster_version, 2,
         "a new roster is acknowledged"
+    );
+    sent.sent(due, later);
+
+    let mut refusing = bumped.clone();
+    if let Some(web) = refusing.get_mut("shop/web") {
+        web.refused = Some(Refusal {
+            version: 3,
+            reason: "policy.retries.attempts: must be at most 10".into(),
+        });
+    }
+    let due = sent
+        .due(&views, &refusing, HEARTBEAT, later, SystemTime::now())
+        .expect("a refusal is news");
+    assert_eq!(due.report.pools.len(), 1);
+    assert_eq!(due.report.pools[0].roster_version, 2, "it still runs 2");
+    assert_eq!(
+        due.report.pools[0].refused.as_ref().map(|r| r.version),
+        Some(3)
     );
 }
 

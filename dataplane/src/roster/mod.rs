@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rollcall_api::proto::v1::roster_client::RosterClient;
-use rollcall_api::roster::{PoolRef, SidecarId};
+use rollcall_api::roster::{PoolRef, Refusal, SidecarId};
 use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
@@ -114,8 +114,17 @@ pub struct RosterTasks {
     pub tasks: Vec<JoinHandle<()>>,
 }
 
-/// Roster version each runtime pool runs, keyed by runtime pool name (`namespace/name`).
-pub(crate) type Versions = BTreeMap<String, (PoolRef, u64)>;
+/// What each runtime pool runs, keyed by runtime pool name (`namespace/name`).
+pub(crate) type Versions = BTreeMap<String, Running>;
+
+/// The roster version a pool runs (0 before it has one) and a newer one it refused, if any:
+/// what its health reports acknowledge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Running {
+    pub pool: PoolRef,
+    pub version: u64,
+    pub refused: Option<Refusal>,
+}
 
 // === impl PoolBinding ===
 

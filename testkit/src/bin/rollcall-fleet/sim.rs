@@ -49,6 +49,7 @@ fn health(pool: pb::PoolRef, version: u64, roster: &pb::PoolRoster) -> pb::PoolH
                 ..Default::default()
             })
             .collect(),
+        ..Default::default()
     }
 }
 
