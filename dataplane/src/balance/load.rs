@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use self::stall::SilenceCell;
 use crate::outcome::Verdict;
 
 /// Time constant of both averages (Finagle and Linkerd use 10 s for peak-EWMA). A sample that
@@ -26,9 +27,6 @@ const ERROR_ALPHA: f64 = 0.01;
 
 /// Marks "no latency sample yet" (a NaN payload we never store as a value).
 const EMPTY: u64 = u64::MAX;
-
-/// Marks "every try sent has been answered" in `unanswered_since`.
-const ANSWERED: u64 = u64::MAX;
 
 /// A stall is declared after no answer for this long at least, however fast the endpoint was.
 pub const STALL_FLOOR: Duration = Duration::from_millis(200);
@@ -60,11 +58,10 @@ pub struct EndpointLoad {
     latency: AtomicU64,
     errors: AtomicU64,
     weight: AtomicU32,
-    /// Tries sent through [`EndpointLoad::start_try`] and not settled yet.
-    waiting: AtomicU64,
-    /// Since when (ms stamp) the endpoint has answered nothing while tries were waiting, or
-    /// since a try went unanswered; [`ANSWERED`] when all is answered.
-    unanswered_since: AtomicU64,
+    /// Tries sent through [`EndpointLoad::start_try`] and not settled yet, and since when
+    /// (ms stamp) the endpoint has answered nothing while they waited, or since a try went
+    /// unanswered: one atomic word (`stall`).
+    silence: SilenceCell,
 }
 
 /// One request in flight to an endpoint. Dropping it, however that happens (finished, failed,
@@ -94,8 +91,7 @@ impl EndpointLoad {
             latency: AtomicU64::new(EMPTY),
             errors: AtomicU64::new(pack(0.0, 0)),
             weight: AtomicU32::new(weight.max(1)),
-            waiting: AtomicU64::new(0),
-            unanswered_since: AtomicU64::new(ANSWERED),
+            silence: SilenceCell::new(),
         }
     }
 
@@ -112,13 +108,8 @@ impl EndpointLoad {
     /// and watched for a stall until [`InFlight::answered`] settles it.
     pub fn start_try(self: &Arc<Self>, now: Instant) -> InFlight {
         let mut guard = self.start();
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-        let _ = self.unanswered_since.compare_exchange(
-            ANSWERED,
-            u64::from(self.stamp(now)),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
+        let at = stall::stamp(self.stamp(now));
+        self.silence.update(|s| s.started(at));
         guard.awaiting = true;
         guard
     }
@@ -126,60 +117,31 @@ impl EndpointLoad {
     /// Whether the endpoint has stopped answering: see [`is_stalled`]. The threshold is
     /// [`STALL_MULTIPLE`] times its latency estimate, at least [`STALL_FLOOR`].
     pub fn stalled(&self, now: Instant) -> bool {
-        let since = self.unanswered_since.load(Ordering::Acquire);
-        if since == ANSWERED {
+        let silence = self.silence.get();
+        let Some(since) = silence.since else {
             return false;
-        }
-        let quiet = Duration::from_secs_f64(self.elapsed_secs(since as u32, now));
+        };
+        let quiet = Duration::from_secs_f64(self.elapsed_secs(since, now));
         let threshold = self.latency_secs(now).map_or(STALL_FLOOR, |secs| {
             STALL_FLOOR.max(Duration::from_secs_f64(secs * STALL_MULTIPLE))
         });
-        is_stalled(self.waiting.load(Ordering::Acquire), quiet, threshold)
+        is_stalled(u64::from(silence.waiting), quiet, threshold)
     }
 
     /// One awaited try settled: `responded` when the endpoint showed it is there (any answer,
     /// a reset, a refusal), not when the try ran out of time unanswered.
     fn settle(&self, responded: bool, now: Instant) {
-        let left = self
-            .waiting
-            .fetch_sub(1, Ordering::AcqRel)
-            .saturating_sub(1);
-        let next = match (responded, left) {
-            (true, 0) => ANSWERED,
-            // The others still waiting are judged from this answer on.
-            (true, _) => u64::from(self.stamp(now)),
-            // The last one waiting went unanswered: avoided for STALL_RETRY from now.
-            (false, 0) => u64::from(self.stamp(now)),
-            // Unanswered, others still waiting: the stall goes on from where it began.
-            (false, _) => return,
-        };
-        self.unanswered_since.store(next, Ordering::Release);
+        let at = stall::stamp(self.stamp(now));
+        self.silence.update(|s| s.settled(responded, at));
     }
 
     /// An awaited try abandoned without a verdict (the client left, the request was cut): no
     /// evidence either way. Forget the wait when nothing else is waiting and it had not yet
     /// become a stall.
     fn abandon(&self, now: Instant) {
-        let left = self
-            .waiting
-            .fetch_sub(1, Ordering::AcqRel)
-            .saturating_sub(1);
-        if left > 0 {
-            return;
-        }
-        let since = self.unanswered_since.load(Ordering::Acquire);
-        if since == ANSWERED {
-            return;
-        }
-        let quiet = self.elapsed_secs(since as u32, now);
-        if quiet <= STALL_FLOOR.as_secs_f64() {
-            let _ = self.unanswered_since.compare_exchange(
-                since,
-                ANSWERED,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
-        }
+        let at = stall::stamp(self.stamp(now));
+        let floor_ms = STALL_FLOOR.as_millis() as u32;
+        self.silence.update(|s| s.abandoned(at, floor_ms));
     }
 
     /// Requests in flight right now.
@@ -367,6 +329,8 @@ fn pack(value: f64, stamp: u32) -> u64 {
 fn unpack(word: u64) -> (f32, u32) {
     (f32::from_bits((word >> 32) as u32), word as u32)
 }
+
+mod stall;
 
 #[cfg(test)]
 mod tests;

@@ -336,7 +336,7 @@ fn a_dropped_try_releases_its_wait() {
     assert_eq!(load.outstanding(), 1);
     drop(waiting);
     assert_eq!(load.outstanding(), 0);
-    assert_eq!(load.waiting.load(Ordering::Acquire), 0);
+    assert_eq!(load.silence.get(), stall::Silence::NONE);
 }
 
 #[test]
