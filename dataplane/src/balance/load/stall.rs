@@ -3,7 +3,7 @@
 //! the whole, because deciding the next "since" from a count read a moment earlier raced: an
 //! answer that saw another try still waiting could store its "others judged from now" after
 //! that other try had settled, leaving an endpoint with nothing in flight marked silent and
-//! avoided for `STALL_RETRY` (seen under load as one endpoint of three starved of traffic).
+//! avoided for `STALL_RETRY` (seen under load as two endpoints of three starved of traffic).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
