@@ -294,24 +294,28 @@ fn ejection_list_is_capped() {
     );
 }
 
+/// One report per sidecar `s0`, `s1`, ...: endpoint 1 healthy, roster version 7.
+fn healthy_reports(sidecars: usize) -> Vec<PoolHealth> {
+    (0..sidecars)
+        .map(|i| {
+            report(
+                &format!("s{i}"),
+                false,
+                &[(1, Healthy, "ProbeSucceeded", 1)],
+            )
+        })
+        .collect()
+}
+
 /// `roster(n)` served as a version published `age_ms` before `now()`, with reports from
 /// sidecars running `versions`.
 fn served_since(age_ms: u64, versions: &[u64]) -> BackendPoolStatus {
     let r = roster(2);
     let version = (T0 as u64) * 1000 - age_ms;
-    let reports: Vec<PoolHealth> = versions
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let mut rep = report(
-                &format!("s{i}"),
-                false,
-                &[(1, Healthy, "ProbeSucceeded", 1)],
-            );
-            rep.roster_version = if *v == 0 { version } else { *v };
-            rep
-        })
-        .collect();
+    let mut reports = healthy_reports(versions.len());
+    for (rep, v) in reports.iter_mut().zip(versions) {
+        rep.roster_version = if *v == 0 { version } else { *v };
+    }
     aggregate(Input {
         served: Served::Roster {
             version,
@@ -370,25 +374,16 @@ fn a_roster_no_sidecar_applied_is_not_ready_once_the_grace_has_passed() {
 /// a sidecar that refused version 7 (it runs 6), `None` for one that runs 7.
 fn with_refusals(refusals: &[Option<&str>]) -> BackendPoolStatus {
     let r = roster(2);
-    let reports: Vec<PoolHealth> = refusals
-        .iter()
-        .enumerate()
-        .map(|(i, refusal)| {
-            let mut rep = report(
-                &format!("s{i}"),
-                false,
-                &[(1, Healthy, "ProbeSucceeded", 1)],
-            );
-            if let Some(reason) = refusal {
-                rep.roster_version = 6;
-                rep.refused = Some(rollcall_api::roster::Refusal {
-                    version: 7,
-                    reason: reason.to_string(),
-                });
-            }
-            rep
-        })
-        .collect();
+    let mut reports = healthy_reports(refusals.len());
+    for (rep, refusal) in reports.iter_mut().zip(refusals) {
+        if let Some(reason) = refusal {
+            rep.roster_version = 6;
+            rep.refused = Some(rollcall_api::roster::Refusal {
+                version: 7,
+                reason: reason.to_string(),
+            });
+        }
+    }
     aggregate(input(&r, &tally(&reports)))
 }
 
