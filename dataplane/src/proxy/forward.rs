@@ -43,36 +43,40 @@ pub async fn forward(
     client: SocketAddr,
     tunnels: &Tunnels,
 ) -> Response<ProxyBody> {
+    if upgrade::is_upgrade(&req) {
+        return upgrade::forward(pool, req, client, tunnels.clone()).await;
+    }
+    let received = Instant::now();
     let waiting = ClientWaiting {
-        pool: Arc::clone(&pool),
-        since: Instant::now(),
+        pool: &pool,
+        received,
         answered: false,
     };
-    let response = forward_request(pool, req, client, tunnels).await;
+    let response = forward_request(&pool, req, client, received).await;
     waiting.answered();
     response
 }
 
 /// Notes, at debug, a client that went away (its connection closed, so hyper dropped the
 /// request) before it got its answer: the one case no try or answer line shows.
-struct ClientWaiting {
-    pool: Arc<Pool>,
-    since: Instant,
+struct ClientWaiting<'a> {
+    pool: &'a Pool,
+    received: Instant,
     answered: bool,
 }
 
-impl ClientWaiting {
+impl ClientWaiting<'_> {
     fn answered(mut self) {
         self.answered = true;
     }
 }
 
-impl Drop for ClientWaiting {
+impl Drop for ClientWaiting<'_> {
     fn drop(&mut self) {
         if !self.answered {
             tracing::debug!(
                 pool = self.pool.name(),
-                waited_ms = self.since.elapsed().as_millis() as u64,
+                waited_ms = self.received.elapsed().as_millis() as u64,
                 "client left before its answer"
             );
         }
@@ -80,15 +84,11 @@ impl Drop for ClientWaiting {
 }
 
 async fn forward_request(
-    pool: Arc<Pool>,
+    pool: &Arc<Pool>,
     req: Request<Incoming>,
     client: SocketAddr,
-    tunnels: &Tunnels,
+    received: Instant,
 ) -> Response<ProxyBody> {
-    if upgrade::is_upgrade(&req) {
-        return upgrade::forward(pool, req, client, tunnels.clone()).await;
-    }
-    let received = Instant::now();
     let settings = pool.settings();
     pool.budget().record_request(received);
     let (mut parts, body) = req.into_parts();
@@ -154,7 +154,7 @@ async fn forward_request(
     let mut kept: Option<Kept> = None;
     let mut detail = String::new();
     let reply = Reply {
-        pool: &pool,
+        pool,
         received,
         client: &progress,
         grpc_call,
