@@ -14,13 +14,15 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message as _;
 use rand::Rng;
 use rollcall_api::policy::{HealthCheck, HealthCheckType};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+
+use crate::proxy::grpc::{self, code};
 
 /// Probe `addr` with the check `settings` holds now, until `report` returns `false` or the
 /// settings go away. `report(ok, detail)` gets every result.
@@ -132,6 +134,10 @@ struct HealthCheckResponse {
     status: i32,
 }
 
+/// The most of an HTTP/2 probe's response body that is read (a gRPC health answer is a few
+/// bytes; an HTTP one is not looked at, only its status).
+const MAX_PROBE_BODY: usize = 64 * 1024;
+
 /// `HealthCheckResponse.ServingStatus.SERVING`.
 const SERVING: i32 = 1;
 
@@ -223,7 +229,8 @@ async fn send_h2(
             .await
             .map_err(|e| format!("probe request failed: {e}"))?;
         let (parts, body) = response.into_parts();
-        let body = body
+        // A health answer is small; an endpoint streaming more is not read into memory.
+        let body = Limited::new(body, MAX_PROBE_BODY)
             .collect()
             .await
             .map_err(|e| format!("probe response failed: {e}"))?;
@@ -262,19 +269,16 @@ async fn grpc_check(stream: TcpStream, addr: SocketAddr, service: &str) -> Resul
             response.status()
         ));
     }
-    let grpc_status = |h: &http::HeaderMap| {
-        h.get("grpc-status")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u32>().ok())
-    };
     let (parts, body) = response.into_parts();
-    let status = grpc_status(&parts.headers).or_else(|| body.trailers().and_then(grpc_status));
+    let status = grpc::status(&parts.headers).or_else(|| body.trailers().and_then(grpc::status));
     match status {
-        Some(0) => {}
-        Some(12) => {
+        Some(code::OK) => {}
+        Some(code::UNIMPLEMENTED) => {
             return Err("grpc health check: UNIMPLEMENTED (no grpc.health.v1 service)".into());
         }
-        Some(5) => return Err(format!("grpc health check: service {service:?} is unknown")),
+        Some(code::NOT_FOUND) => {
+            return Err(format!("grpc health check: service {service:?} is unknown"));
+        }
         Some(code) => return Err(format!("grpc health check failed with grpc-status {code}")),
         None => return Err("grpc health check ended without a grpc-status".into()),
     }
