@@ -51,18 +51,17 @@ impl Endpoint {
     /// Count one try in `rollcall_attempts_total`.
     pub fn count_attempt(&self, outcome: Outcome) {
         let label = outcome.attempt_label();
-        if let Some((slot, label)) = ATTEMPT_OUTCOMES
-            .iter()
-            .position(|o| *o == label)
-            .and_then(|i| Some((self.attempts.get(i)?, ATTEMPT_OUTCOMES[i])))
-        {
-            slot.get_or_init(|| {
+        let Some(i) = ATTEMPT_OUTCOMES.iter().position(|o| *o == label) else {
+            return;
+        };
+        // `attempts` has one slot per outcome, so the index is in range.
+        self.attempts[i]
+            .get_or_init(|| {
                 let addr = self.addr.to_string();
                 self.attempts_vec
                     .with_label_values(&[&*self.pool, &addr, label])
             })
             .inc();
-        }
     }
 }
 
