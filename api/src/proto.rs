@@ -36,12 +36,6 @@ pub mod encoded {
         }
     }
 
-    impl From<&super::v1::RosterUpdate> for EncodedRosterUpdate {
-        fn from(update: &super::v1::RosterUpdate) -> Self {
-            Self::new(update)
-        }
-    }
-
     /// Encoding writes the stored bytes as they are. Decoding is never needed (the server only
     /// sends these) and keeps nothing: every field is skipped.
     impl prost::Message for EncodedRosterUpdate {
