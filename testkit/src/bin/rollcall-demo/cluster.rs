@@ -49,7 +49,7 @@ pub async fn run(schedule: Schedule, rate: u32, keep: bool) -> anyhow::Result<()
         "\n{rate} req/s through the two sidecars for {}s; b2 dies at {}s and returns at {}s\n",
         schedule.duration, schedule.kill_at, schedule.revive_at
     );
-    let (mut lines, _watches) = view::start(stack.api.client.clone(), names);
+    let (mut lines, mut watches) = view::start(stack.api.client.clone(), names);
     let traffic: Vec<Traffic> = stack
         .sidecars
         .iter()
@@ -131,6 +131,9 @@ pub async fn run(schedule: Schedule, rate: u32, keep: bool) -> anyhow::Result<()
             }
         }
     }
+    // The view's watches end before the API server does, or kube's client reports the server
+    // going away as errors after the summary.
+    watches.shutdown().await;
     for controller in stack.controllers.iter_mut() {
         controller.process.terminate(Duration::from_secs(5)).await;
     }
