@@ -9,6 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::TryStreamExt;
 use rollcall_api::proto::encoded::v1::roster_server::RosterServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -121,7 +122,10 @@ pub async fn serve(
         }
         None => {
             router
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+                .serve_with_incoming_shutdown(
+                    TcpListenerStream::new(listener).map_ok(tls::no_delay),
+                    shutdown,
+                )
                 .await
         }
     }

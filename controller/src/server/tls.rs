@@ -132,6 +132,7 @@ pub fn incoming(
                     }
                 },
             };
+            let tcp = no_delay(tcp);
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
@@ -147,6 +148,17 @@ pub fn incoming(
         }
     });
     ReceiverStream::new(rx)
+}
+
+/// Small roster messages (a delta, a feedback) go out at once: without `TCP_NODELAY`, Nagle
+/// holds one back while the previous is unacknowledged, up to the peer's delayed-ACK timer.
+/// Set on every accepted connection, since serving from our own listener skips tonic's own
+/// setting.
+pub fn no_delay(tcp: tokio::net::TcpStream) -> tokio::net::TcpStream {
+    if let Err(error) = tcp.set_nodelay(true) {
+        tracing::debug!(%error, "TCP_NODELAY not set on a roster connection");
+    }
+    tcp
 }
 
 #[cfg(test)]
