@@ -188,6 +188,7 @@ async fn run(
 
     let mut latencies = Vec::new();
     let cpu_changes = cpu_seconds(pid);
+    let timings_before = timings(&controller).await;
     for c in 0..changes {
         let pool = world::pool_name(0);
         let watchers: Vec<usize> = (0..sidecars)
@@ -231,6 +232,7 @@ async fn run(
     }
     let changes_cpu = cpu_seconds(pid) - cpu_changes;
     let changed_rss = rss_mib(pid);
+    let (reconcile_ms, push_ms) = timings(&controller).await.since(&timings_before);
 
     // Crash and restart: how long until every sidecar is back on the current roster.
     let current: HashMap<(usize, String), u64> = seen
@@ -258,7 +260,8 @@ async fn run(
         "fleet: scenario={scenario} sidecars={sidecars} endpoints={endpoints} pools={pools} \
          p50_ms={:.0} p99_ms={:.0} max_ms={:.0} rss_mib={:.0} idle_rss_mib={:.0} \
          rss_after_changes_mib={:.0} connect_s={connect_s:.1} ingest_cpu_s={ingest_cpu:.1} \
-         cpu_per_change_s={:.2} resync_s={resync_s:.1}",
+         cpu_per_change_s={:.2} resync_s={resync_s:.1} reconcile_ms={reconcile_ms:.1} \
+         push_ms={push_ms:.1}",
         percentile(&mut latencies.clone(), 0.5),
         percentile(&mut latencies.clone(), 0.99),
         percentile(&mut latencies, 1.0),
@@ -269,6 +272,53 @@ async fn run(
     );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// Sums and counts of the controller's reconcile and push-latency histograms.
+#[derive(Default)]
+struct Timings {
+    reconcile: (f64, f64),
+    push: (f64, f64),
+}
+
+impl Timings {
+    /// Mean milliseconds per reconcile and per push since `before`.
+    fn since(&self, before: &Self) -> (f64, f64) {
+        let mean = |now: (f64, f64), then: (f64, f64)| {
+            let n = now.1 - then.1;
+            if n > 0.0 {
+                1000.0 * (now.0 - then.0) / n
+            } else {
+                0.0
+            }
+        };
+        (
+            mean(self.reconcile, before.reconcile),
+            mean(self.push, before.push),
+        )
+    }
+}
+
+async fn timings(controller: &Controller) -> Timings {
+    let Ok(reply) = rollcall_testkit::client::get(controller.metrics, "/metrics").await else {
+        return Timings::default();
+    };
+    let text = reply.text();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    Timings {
+        reconcile: (
+            value("rollcall_controller_reconcile_duration_seconds_sum"),
+            value("rollcall_controller_reconcile_duration_seconds_count"),
+        ),
+        push: (
+            value("rollcall_controller_roster_push_latency_seconds_sum"),
+            value("rollcall_controller_roster_push_latency_seconds_count"),
+        ),
+    }
 }
 
 #[tokio::main]
