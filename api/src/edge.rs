@@ -25,6 +25,8 @@ pub enum EdgeError {
     InvalidPoolRef(String),
     #[error("policy is not a valid PoolPolicy: {0}")]
     InvalidPolicy(#[source] serde_json::Error),
+    #[error("a roster delta or part of a state arrived unassembled (see crate::delta)")]
+    Unassembled,
 }
 
 fn socket_addr(ip: &str, port: u32) -> Result<SocketAddr, EdgeError> {
@@ -98,6 +100,7 @@ impl From<&WatchRequest> for pb::WatchRequest {
         Self {
             sidecar: Some((&w.sidecar).into()),
             pools: w.pools.iter().map(Into::into).collect(),
+            accepts_deltas: w.accepts_deltas,
         }
     }
 }
@@ -112,6 +115,7 @@ impl TryFrom<pb::WatchRequest> for WatchRequest {
                 .into_iter()
                 .map(TryInto::try_into)
                 .collect::<Result<_, _>>()?,
+            accepts_deltas: w.accepts_deltas,
         })
     }
 }
@@ -237,6 +241,7 @@ impl TryFrom<&RosterUpdate> for pb::RosterUpdate {
             pool: Some((&u.pool).into()),
             version: u.version,
             state: Some(state),
+            continued: false,
         })
     }
 }
@@ -244,8 +249,12 @@ impl TryFrom<&RosterUpdate> for pb::RosterUpdate {
 impl TryFrom<pb::RosterUpdate> for RosterUpdate {
     type Error = EdgeError;
     fn try_from(u: pb::RosterUpdate) -> Result<Self, EdgeError> {
+        if u.continued {
+            return Err(EdgeError::Unassembled);
+        }
         let state = match u.state.ok_or(EdgeError::MissingField("state"))? {
             pb::roster_update::State::Roster(r) => PoolState::Roster(r.try_into()?),
+            pb::roster_update::State::Delta(_) => return Err(EdgeError::Unassembled),
             pb::roster_update::State::Unavailable(un) => PoolState::Unavailable {
                 // An unknown reason from a newer controller reads as `Other`.
                 reason: pb::unavailable::Reason::try_from(un.reason)
@@ -333,6 +342,16 @@ impl From<&PoolHealth> for pb::PoolHealth {
                 .as_ref()
                 .map(|r| r.reason.clone())
                 .unwrap_or_default(),
+            removed: p
+                .removed
+                .iter()
+                .map(|a| pb::EndpointAddress {
+                    ip: a.ip().to_string(),
+                    port: a.port().into(),
+                })
+                .collect(),
+            complete: p.complete,
+            continued: p.continued,
         }
     }
 }
@@ -354,6 +373,13 @@ impl TryFrom<pb::PoolHealth> for PoolHealth {
                 version: p.refused_version,
                 reason: p.refused_reason,
             }),
+            removed: p
+                .removed
+                .iter()
+                .map(|a| socket_addr(&a.ip, a.port))
+                .collect::<Result<_, _>>()?,
+            complete: p.complete,
+            continued: p.continued,
         })
     }
 }

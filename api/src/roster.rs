@@ -34,6 +34,8 @@ pub struct SidecarId {
 pub struct WatchRequest {
     pub sidecar: SidecarId,
     pub pools: Vec<PoolRef>,
+    /// The caller assembles deltas and multi-part states (`crate::delta::Assembler`).
+    pub accepts_deltas: bool,
 }
 
 /// One endpoint of a roster, with its EndpointSlice conditions.
@@ -119,7 +121,8 @@ pub struct EndpointHealth {
     pub ejection_suppressed: bool,
 }
 
-/// The complete health of one pool as one sidecar sees it.
+/// The health of one pool as one sidecar sees it: complete, or (`ReportChanges`) the entries
+/// that changed since its previous report on the stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolHealth {
     pub pool: PoolRef,
@@ -128,6 +131,12 @@ pub struct PoolHealth {
     pub endpoints: Vec<EndpointHealth>,
     /// A newer roster the sidecar refused (it keeps routing on `roster_version`).
     pub refused: Option<Refusal>,
+    /// In a report of changes only: endpoints no longer reported. Empty in a complete report.
+    pub removed: Vec<SocketAddr>,
+    /// `ReportChanges`: this starts a complete report (otherwise: changes, or a later part).
+    pub complete: bool,
+    /// `ReportChanges`: more parts of this complete report follow.
+    pub continued: bool,
 }
 
 /// A roster version a sidecar would not run, and why.

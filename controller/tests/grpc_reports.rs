@@ -29,6 +29,9 @@ fn health(state: EndpointState) -> HealthReport {
                 ejection_suppressed: false,
             }],
             refused: None,
+            complete: false,
+            continued: false,
+            removed: Vec::new(),
         }],
     }
 }
@@ -141,4 +144,163 @@ async fn starting_and_ending_a_watch_asks_for_a_status_update() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(srv.state.hub.watchers(&pool("web")), 0);
+}
+
+/// `roster(n)`'s endpoint `i`, reported in `state`.
+fn entry(i: usize, state: EndpointState) -> EndpointHealth {
+    EndpointHealth {
+        addr: format!("10.0.{}.{}:8080", i / 256 % 256, i % 256)
+            .parse()
+            .unwrap(),
+        state,
+        reason: "ProbeSucceeded".into(),
+        since_unix_ms: 1,
+        times_ejected: 0,
+        last_error: None,
+        ejection_suppressed: false,
+    }
+}
+
+fn pool_health(
+    entries: Vec<EndpointHealth>,
+    removed: Vec<std::net::SocketAddr>,
+    complete: bool,
+    continued: bool,
+) -> pb::HealthReport {
+    (&HealthReport {
+        sidecar: None,
+        pools: vec![PoolHealth {
+            pool: pool("web"),
+            roster_version: 7,
+            panic: false,
+            endpoints: entries,
+            refused: None,
+            removed,
+            complete,
+            continued,
+        }],
+    })
+        .into()
+}
+
+#[tokio::test]
+async fn report_changes_applies_parts_whole_and_changes_onto_them_and_asks_back_when_it_lacks_a_base()
+ {
+    let srv = start(Limits::default()).await;
+    srv.state
+        .hub
+        .publish(&pool("web"), roster(600), 100)
+        .unwrap();
+    let store = srv.state.reports.clone();
+    let mut c = client(srv.addr).await;
+    let (tx, rx) = tokio::sync::mpsc::channel::<pb::HealthReport>(16);
+    let mut feedback = c
+        .report_changes(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let fresh = || Instant::now() - Duration::from_secs(60);
+    let seen = |store: &rollcall_controller::status::ReportStore| {
+        store.with_pool(&pool("web"), fresh(), |t| {
+            (0..600)
+                .map(|i| {
+                    t.endpoint(&entry(i, EndpointState::Healthy).addr)
+                        .map_or(0, |e| e.seen())
+                })
+                .sum::<u32>()
+        })
+    };
+
+    tx.send(pb::HealthReport {
+        sidecar: Some((&sidecar()).into()),
+        pools: vec![],
+    })
+    .await
+    .unwrap();
+    // A complete report in three parts: counted once the last is in.
+    let all: Vec<EndpointHealth> = (0..600).map(|i| entry(i, EndpointState::Healthy)).collect();
+    tx.send(pool_health(all[..256].to_vec(), vec![], true, true))
+        .await
+        .unwrap();
+    tx.send(pool_health(all[256..512].to_vec(), vec![], false, true))
+        .await
+        .unwrap();
+    tx.send(pool_health(all[512..].to_vec(), vec![], false, false))
+        .await
+        .unwrap();
+    wait_until("the complete report", || seen(&store) == 600).await;
+
+    // Changes: one ejected, one gone.
+    let gone = entry(599, EndpointState::Healthy).addr;
+    tx.send(pool_health(
+        vec![entry(3, EndpointState::Ejected)],
+        vec![gone],
+        false,
+        false,
+    ))
+    .await
+    .unwrap();
+    wait_until("the changes", || seen(&store) == 599).await;
+    let counts = store.with_pool(&pool("web"), fresh(), |t| {
+        t.endpoint(&entry(3, EndpointState::Ejected).addr)
+            .map(|e| e.counts)
+    });
+    assert_eq!(counts, Some([0, 0, 0, 0, 1]));
+
+    // A report on a pool with no roster is ignored and its history for that pool dropped;
+    // the next changes find no base, and the controller asks for a complete report.
+    let mut elsewhere = pool_health(vec![], vec![], false, false);
+    elsewhere.pools[0].pool = Some((&pool("unserved")).into());
+    tx.send(elsewhere).await.unwrap();
+    let ignored = || {
+        srv.state
+            .metrics
+            .reports
+            .with_label_values(&["ignored"])
+            .get()
+    };
+    wait_until("the report to be ignored", || ignored() == 1).await;
+    let mut unserved = pool_health(vec![], vec![], false, false);
+    unserved.pools[0].pool = Some((&pool("unserved")).into());
+    srv.state
+        .hub
+        .publish(&pool("unserved"), roster(3), 100)
+        .unwrap();
+    tx.send(unserved).await.unwrap();
+    let asked = tokio::time::timeout(Duration::from_secs(5), feedback.message())
+        .await
+        .expect("feedback within 5 s")
+        .unwrap()
+        .expect("a message");
+    assert_eq!(asked.resend, vec![pb::PoolRef::from(&pool("unserved"))]);
+    assert!(asked.summary.is_none());
+    let reporting = |store: &rollcall_controller::status::ReportStore| {
+        store.with_pool(&pool("unserved"), fresh(), |t| t.reporting())
+    };
+    assert_eq!(
+        reporting(&store),
+        0,
+        "changes onto nothing do not count as a report"
+    );
+    let mut complete = pool_health(vec![], vec![], true, false);
+    complete.pools[0].pool = Some((&pool("unserved")).into());
+    tx.send(complete).await.unwrap();
+    wait_until("the complete report asked for", || reporting(&store) == 1).await;
+
+    drop(tx);
+    let last = tokio::time::timeout(Duration::from_secs(5), feedback.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the summary");
+    let summary = last.summary.expect("the last message carries the summary");
+    assert_eq!((summary.accepted, summary.ignored), (7, 1));
+}
+
+async fn wait_until(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(Instant::now() < deadline, "waited for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }

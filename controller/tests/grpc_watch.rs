@@ -157,6 +157,7 @@ async fn malformed_messages_are_refused_and_the_server_keeps_serving() {
             namespace: "Shop!".into(),
             name: "web".into(),
         }],
+        accepts_deltas: false,
     };
     let err = c.watch(bad_ref).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -185,6 +186,7 @@ async fn oversized_messages_are_refused_and_the_server_keeps_serving() {
             namespace: "shop".into(),
             name: "x".repeat(2000),
         }],
+        accepts_deltas: false,
     };
     let err = c.watch(huge).await.unwrap_err();
     assert_eq!(err.code(), Code::OutOfRange, "{err}");
@@ -193,6 +195,7 @@ async fn oversized_messages_are_refused_and_the_server_keeps_serving() {
     let req = WatchRequest {
         sidecar: sidecar(),
         pools: many.iter().map(|p| pool(p)).collect(),
+        accepts_deltas: false,
     };
     let err = c.watch(pb::WatchRequest::from(&req)).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);

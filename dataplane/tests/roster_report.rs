@@ -94,3 +94,69 @@ async fn reports_start_over_named_and_whole_after_the_controller_returns() {
     );
     sidecar.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_with_report_changes_gets_each_pool_whole_once_then_only_what_changed() {
+    let a = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let b = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let fake = FakeController::start().await;
+    fake.accept_changes();
+    fake.push(roster(3, &[a.addr(), b.addr()], FAST_PROBES));
+    let sidecar = sidecar(&fake).await;
+
+    let first = fake
+        .wait_for_report("a complete report", |r| r.pools.iter().any(|p| p.complete))
+        .await;
+    assert_eq!(
+        first.pools[0].endpoints.len(),
+        2,
+        "the first report is whole"
+    );
+    assert!(
+        fake.report_kinds().iter().all(|changes| *changes),
+        "all on ReportChanges"
+    );
+
+    b.kill().await;
+    let ejected = fake
+        .wait_for_report("b reported ejected", |r| {
+            endpoint_state(r, b.addr().port()).is_some_and(|(s, _)| s == pb::EndpointState::Ejected)
+        })
+        .await;
+    let pool = &ejected.pools[0];
+    assert!(!pool.complete, "a change");
+    assert_eq!(
+        pool.endpoints.len(),
+        1,
+        "only the endpoint that changed: {pool:?}"
+    );
+
+    // Asked for it, the sidecar sends the pool whole again.
+    let before = fake.reports().len();
+    fake.ask_resend().await;
+    roster_support::wait("a second complete report", || {
+        fake.reports()[before..]
+            .iter()
+            .any(|r| r.pools.iter().any(|p| p.complete && p.endpoints.len() == 2))
+            .then_some(())
+    })
+    .await;
+    sidecar.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_without_report_changes_gets_complete_reports() {
+    let a = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let fake = FakeController::start().await;
+    fake.push(roster(1, &[a.addr()], FAST_PROBES));
+    let sidecar = sidecar(&fake).await;
+    let first = fake
+        .wait_for_report("a first report", |r| !r.pools.is_empty())
+        .await;
+    assert!(!first.pools[0].complete, "Report has no framing");
+    assert!(
+        fake.report_kinds().iter().all(|changes| !*changes),
+        "all on Report"
+    );
+    sidecar.shutdown().await;
+}

@@ -12,7 +12,7 @@ use rollcall_dataplane::health::machine::State;
 use rollcall_dataplane::sidecar::Sidecar;
 use rollcall_testkit::client::get;
 use rollcall_testkit::{BACKEND_HEADER, Behavior, TestBackend};
-use roster_support::{FAST_PROBES, FakeController, roster, sidecar, unavailable, wait};
+use roster_support::{FAST_PROBES, FakeController, delta, roster, sidecar, unavailable, wait};
 
 async fn listen(sidecar: &Sidecar) -> SocketAddr {
     sidecar.runtime.listen_addrs().await["shop/web"]
@@ -83,6 +83,38 @@ async fn roster_update_moves_traffic_to_the_new_endpoints() {
 
     fake.push(roster(2, &[b.addr()], ""));
     wait_routed_to(listen, b.addr()).await;
+    sidecar.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deltas_move_traffic_and_one_that_does_not_apply_brings_a_new_snapshot() {
+    let a = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let b = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let c = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let fake = FakeController::start().await;
+    fake.push(roster(1, &[a.addr()], ""));
+    let sidecar = sidecar(&fake).await;
+    let listen = listen(&sidecar).await;
+    wait_routed_to(listen, a.addr()).await;
+    assert!(
+        fake.watches()[0].accepts_deltas,
+        "the sidecar asks for deltas"
+    );
+
+    fake.set_current(roster(2, &[b.addr()], ""));
+    fake.broadcast(delta(2, 1, &[a.addr()], &[b.addr()]));
+    wait_routed_to(listen, b.addr()).await;
+    assert_eq!(
+        fake.watches().len(),
+        1,
+        "a delta that applies keeps the stream"
+    );
+
+    // A delta on a base this sidecar does not hold: it reconnects and takes the snapshot.
+    fake.set_current(roster(3, &[c.addr()], ""));
+    fake.broadcast(delta(3, 7, &[], &[c.addr()]));
+    wait_routed_to(listen, c.addr()).await;
+    assert!(fake.watches().len() >= 2, "the sidecar watched again");
     sidecar.shutdown().await;
 }
 

@@ -94,6 +94,7 @@ fn watch_request(who: &PodIdentity, pools: &[(&str, &str)]) -> pb::WatchRequest 
                 name: name.to_string(),
             })
             .collect(),
+        accepts_deltas: false,
     }
 }
 

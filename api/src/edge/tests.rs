@@ -175,6 +175,9 @@ fn health_report_round_trips_and_unset_state_is_unknown() {
                 version: 9,
                 reason: "policy.healthCheck.timeout: must be below interval".into(),
             }),
+            complete: false,
+            continued: false,
+            removed: Vec::new(),
         }],
     };
     let mut wire = pb::HealthReport::from(&report);

@@ -1,7 +1,8 @@
 //! The roster hub: the latest versioned roster of every pool, one `tokio::sync::watch` channel
 //! per pool. Latest wins: a watcher that falls behind skips to the newest roster, so no queue
 //! grows for a slow sidecar. A roster is published only when its content changed, and then
-//! gets a new version; the wire form is encoded once per version, not once per sidecar.
+//! gets a new version; the wire forms (complete, in parts, as a delta against the previous
+//! version) are encoded once per version, not once per sidecar.
 //!
 //! Until the controller's caches are synced (`mark_synced`) an unknown pool has no state at all
 //! and watchers wait, and a pool that existed at sync waits for its first reconcile, so a
@@ -23,13 +24,28 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub struct Published {
     pub update: RosterUpdate,
-    /// `update` encoded for the wire, once; every stream sends these same bytes.
+    /// `update` encoded for the wire, once, as one message: what every stream that does not
+    /// accept deltas is sent.
     pub wire: EncodedRosterUpdate,
+    /// `update` as the parts a delta-capable stream is sent when it needs the complete state
+    /// (`rollcall_api::delta::parts`): `wire` itself unless the roster is large.
+    pub parts: Vec<EncodedRosterUpdate>,
+    /// The change from the previous version, for delta-capable streams that hold it; `None`
+    /// when there is no previous roster or the change is as large as a part.
+    pub delta: Option<Delta>,
     /// The roster's endpoint addresses (none when unavailable): what reports are checked
     /// against, built once per version instead of once per report.
     pub addresses: HashSet<SocketAddr>,
     /// When it was published, to measure push latency.
     pub at: Instant,
+}
+
+/// A published version as a delta against the one before it.
+#[derive(Debug)]
+pub struct Delta {
+    /// The version it applies to.
+    pub base: u64,
+    pub wire: EncodedRosterUpdate,
 }
 
 /// What a watcher sees: nothing yet, or the latest state.
@@ -67,7 +83,8 @@ impl RosterHub {
             let v = prev
                 .map_or(now_unix_ms, |p| (p + 1).max(now_unix_ms))
                 .max(1);
-            *slot = Some(Arc::new(encode(pool, v, state.clone())));
+            let previous = slot.as_deref();
+            *slot = Some(Arc::new(encode(pool, v, state.clone(), previous)));
             version = Some(v);
             true
         });
@@ -182,22 +199,58 @@ fn not_found(pool: &PoolRef) -> PoolState {
     }
 }
 
-fn encode(pool: &PoolRef, version: u64, state: PoolState) -> Published {
+/// The delta from `previous` to `next`, when both are rosters and the change is small.
+fn delta(
+    pool: &PoolRef,
+    version: u64,
+    previous: Option<&Published>,
+    next: &PoolState,
+) -> Option<Delta> {
+    let previous = previous?;
+    let (PoolState::Roster(base), PoolState::Roster(next)) = (&previous.update.state, next) else {
+        return None;
+    };
+    let change = rollcall_api::delta::diff(base, next);
+    let base_version = previous.update.version;
+    match rollcall_api::delta::delta_message(&pool.into(), version, base_version, &change, next) {
+        Ok(message) => message.map(|m| Delta {
+            base: base_version,
+            wire: EncodedRosterUpdate::new(&m),
+        }),
+        Err(_) => None,
+    }
+}
+
+fn encode(
+    pool: &PoolRef,
+    version: u64,
+    state: PoolState,
+    previous: Option<&Published>,
+) -> Published {
     let update = RosterUpdate {
         pool: pool.clone(),
         version,
         state,
     };
     match pb::RosterUpdate::try_from(&update) {
-        Ok(wire) => Published {
-            wire: EncodedRosterUpdate::new(&wire),
-            addresses: match &update.state {
-                PoolState::Roster(roster) => roster.endpoints.iter().map(|e| e.addr).collect(),
-                PoolState::Unavailable { .. } => HashSet::new(),
-            },
-            update,
-            at: Instant::now(),
-        },
+        Ok(message) => {
+            let wire = EncodedRosterUpdate::new(&message);
+            let parts = match rollcall_api::delta::parts(&message) {
+                parts if parts.len() > 1 => parts.iter().map(EncodedRosterUpdate::new).collect(),
+                _ => vec![wire.clone()],
+            };
+            Published {
+                wire,
+                parts,
+                delta: delta(pool, version, previous, &update.state),
+                addresses: match &update.state {
+                    PoolState::Roster(roster) => roster.endpoints.iter().map(|e| e.addr).collect(),
+                    PoolState::Unavailable { .. } => HashSet::new(),
+                },
+                update,
+                at: Instant::now(),
+            }
+        }
         Err(e) => {
             let update = RosterUpdate {
                 state: PoolState::Unavailable {
@@ -213,10 +266,14 @@ fn encode(pool: &PoolRef, version: u64, state: PoolState) -> Published {
                     reason: pb::unavailable::Reason::InvalidPolicy.into(),
                     message: format!("policy cannot be encoded: {e}"),
                 })),
+                continued: false,
             };
+            let wire = EncodedRosterUpdate::new(&wire);
             Published {
                 update,
-                wire: EncodedRosterUpdate::new(&wire),
+                parts: vec![wire.clone()],
+                delta: None,
+                wire,
                 addresses: HashSet::new(),
                 at: Instant::now(),
             }

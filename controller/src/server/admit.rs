@@ -110,6 +110,9 @@ mod tests {
                 version: 2,
                 reason: format!("policy.x: bad\n{huge}"),
             }),
+            complete: false,
+            continued: false,
+            removed: Vec::new(),
         };
         let known: HashSet<SocketAddr> = roster.endpoints.iter().map(|e| e.addr).collect();
         assert_eq!(admit(&mut report, &known), 2);

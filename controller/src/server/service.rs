@@ -1,7 +1,8 @@
 //! The `rollcall.v1.Roster` service. `Watch` turns one watch receiver per requested pool into
 //! a stream: the current state of every pool first (the snapshot), then every change, each
 //! read from the channel when the transport can take it, so a slow reader skips to the newest
-//! roster instead of queueing. `Report` converts each message at the edge and records it.
+//! roster instead of queueing. A caller that accepts deltas gets each change as a delta
+//! against what it holds, and large states in parts. `Report` converts each message at the edge and records it.
 
 use std::collections::BTreeSet;
 use std::pin::Pin;
@@ -13,15 +14,26 @@ use rollcall_api::proto::encoded::EncodedRosterUpdate;
 use rollcall_api::proto::encoded::v1 as encoded;
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::roster::{HealthReport, PoolRef, PoolState, UnavailableReason, WatchRequest};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument;
 
 use super::admit::admit;
 use super::sessions::{PodKey, Sessions};
 use super::{Caller, Limits, State};
-use crate::status::ReportStore;
+use crate::roster::hub::Published;
+use crate::status::{ReportStore, StreamId};
 use crate::unix_ms;
+
+/// What the controller says back on a `ReportChanges` stream.
+pub type FeedbackStream = Pin<Box<dyn Stream<Item = Result<pb::ReportFeedback, Status>> + Send>>;
+
+/// Feedback messages queued for one `ReportChanges` stream. A request that does not fit is
+/// dropped together with the stream's history of the pool, so the next change asks again.
+const FEEDBACK_QUEUE: usize = 16;
 
 /// Roster updates as the wire carries them, encoded once per version and shared by every stream.
 pub type UpdateStream = Pin<Box<dyn Stream<Item = Result<EncodedRosterUpdate, Status>> + Send>>;
@@ -159,6 +171,7 @@ impl encoded::roster_server::Roster for RosterService {
             )));
         }
         let now = unix_ms();
+        let deltas = request.accepts_deltas;
         let mut snapshot = Vec::new();
         let mut receivers = Vec::new();
         for pool in &pools {
@@ -167,10 +180,11 @@ impl encoded::roster_server::Roster for RosterService {
                 continue;
             }
             let mut rx = self.state.hub.subscribe(pool, now);
+            let mut sent = Sent::new(deltas);
             if let Some(p) = rx.borrow_and_update().as_ref() {
-                snapshot.push(p.wire.clone());
+                snapshot.extend(sent.messages(p));
             }
-            receivers.push(rx);
+            receivers.push((rx, sent));
         }
         tracing::debug!(pools = pools.len(), "watch started");
         let metrics = self.state.metrics.clone();
@@ -189,15 +203,15 @@ impl encoded::roster_server::Roster for RosterService {
             session.map(|(pod, s)| (self.state.sessions.clone(), pod, s.id)),
         );
         let latency = metrics.push_latency_seconds.clone();
-        let changes = stream::select_all(receivers.into_iter().map(move |rx| {
+        let changes = stream::select_all(receivers.into_iter().map(move |(rx, mut sent)| {
             let latency = latency.clone();
             WatchStream::from_changes(rx)
-                .filter_map(move |slot| {
-                    let out = slot.map(|p| {
+                .flat_map(move |slot| {
+                    let out = slot.map_or_else(Vec::new, |p| {
                         latency.observe(p.at.elapsed().as_secs_f64());
-                        p.wire.clone()
+                        sent.messages(&p)
                     });
-                    std::future::ready(out)
+                    stream::iter(out)
                 })
                 .boxed()
         }));
@@ -250,14 +264,63 @@ impl encoded::roster_server::Roster for RosterService {
         req: Request<Streaming<pb::HealthReport>>,
     ) -> Result<Response<pb::ReportSummary>, Status> {
         self.serving()?;
+        let caller = self.report_caller(&req).await?;
+        let summary = self.ingest(caller, req.into_inner(), None).await?;
+        Ok(Response::new(summary))
+    }
+
+    type ReportChangesStream = FeedbackStream;
+
+    #[tracing::instrument(skip_all, fields(sidecar))]
+    async fn report_changes(
+        &self,
+        req: Request<Streaming<pb::HealthReport>>,
+    ) -> Result<Response<FeedbackStream>, Status> {
+        self.serving()?;
+        let caller = self.report_caller(&req).await?;
+        let (tx, rx) = mpsc::channel(FEEDBACK_QUEUE);
+        let service = self.clone();
+        let inbound = req.into_inner();
+        tokio::spawn(
+            async move {
+                let last = match service.ingest(caller, inbound, Some(&tx)).await {
+                    Ok(summary) => Ok(pb::ReportFeedback {
+                        resend: Vec::new(),
+                        summary: Some(summary),
+                    }),
+                    Err(status) => Err(status),
+                };
+                // The sidecar may be gone already; nothing is owed to it then.
+                let _ = tx.send(last).await;
+            }
+            .in_current_span(),
+        );
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+impl RosterService {
+    /// Who is calling a report RPC, authenticated when authentication is on.
+    async fn report_caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let mut caller = req
             .extensions()
             .get::<Caller>()
             .cloned()
             .unwrap_or_default();
         caller.verified = self.state.auth.authenticate(req.metadata()).await?;
+        Ok(caller)
+    }
+
+    /// Take a report stream to its end. With `feedback` it is a `ReportChanges` stream: its
+    /// reports apply onto the previous ones, and a pool whose complete report is missing here
+    /// is asked for again.
+    async fn ingest(
+        &self,
+        caller: Caller,
+        mut inbound: Streaming<pb::HealthReport>,
+        feedback: Option<&mpsc::Sender<Result<pb::ReportFeedback, Status>>>,
+    ) -> Result<pb::ReportSummary, Status> {
         let authenticated = caller.verified.is_some();
-        let mut inbound = req.into_inner();
         let store = &self.state.reports;
         let id = store.open(caller.attribute(None), Instant::now());
         let mut named = caller.claimed.is_some() || authenticated;
@@ -321,11 +384,22 @@ impl encoded::roster_server::Roster for RosterService {
                         if admit(&mut pool, &published.addresses) > 0 {
                             self.count("trimmed", &mut summary.ignored);
                         }
-                        store.record(id, pool, now);
+                        match feedback {
+                            None => store.record(id, pool, now),
+                            Some(feedback) => {
+                                let name = pool.pool.clone();
+                                if store.record_changes(id, pool, now) {
+                                    ask_complete(feedback, store, id, name);
+                                }
+                            }
+                        }
                         self.count("accepted", &mut summary.accepted);
                     }
                     _ => {
                         store.heartbeat(id, now);
+                        if feedback.is_some() {
+                            store.forget(id, &pool.pool);
+                        }
                         self.count("ignored", &mut summary.ignored);
                     }
                 }
@@ -336,16 +410,14 @@ impl encoded::roster_server::Roster for RosterService {
             self.state.sessions.end_report(pod, session.id);
         }
         match result {
-            Ok(()) => Ok(Response::new(summary)),
+            Ok(()) => Ok(summary),
             Err(status) => {
                 tracing::debug!(%status, "report stream failed");
                 Err(status)
             }
         }
     }
-}
 
-impl RosterService {
     fn count(&self, result: &str, n: &mut u64) {
         *n += 1;
         self.state
@@ -353,6 +425,50 @@ impl RosterService {
             .reports
             .with_label_values(&[result])
             .inc();
+    }
+}
+
+/// What one stream has sent of one pool, so each new version goes the cheapest way the
+/// caller understands: a delta when it holds the version the delta applies to, the complete
+/// state (in parts) when it does not, one complete message to a caller without deltas.
+struct Sent {
+    deltas: bool,
+    version: Option<u64>,
+}
+
+impl Sent {
+    fn new(deltas: bool) -> Self {
+        Self {
+            deltas,
+            version: None,
+        }
+    }
+
+    fn messages(&mut self, p: &Published) -> Vec<EncodedRosterUpdate> {
+        let held = self.version.replace(p.update.version);
+        if !self.deltas {
+            return vec![p.wire.clone()];
+        }
+        match &p.delta {
+            Some(delta) if held == Some(delta.base) => vec![delta.wire.clone()],
+            _ => p.parts.clone(),
+        }
+    }
+}
+
+/// Ask a `ReportChanges` sidecar for a complete report of `pool`.
+fn ask_complete(
+    feedback: &mpsc::Sender<Result<pb::ReportFeedback, Status>>,
+    store: &ReportStore,
+    id: StreamId,
+    pool: PoolRef,
+) {
+    let request = pb::ReportFeedback {
+        resend: vec![(&pool).into()],
+        summary: None,
+    };
+    if feedback.try_send(Ok(request)).is_err() {
+        store.forget(id, &pool);
     }
 }
 
@@ -367,5 +483,96 @@ fn forbidden(pool: &PoolRef) -> EncodedRosterUpdate {
                  BackendPool"
             ),
         })),
+        continued: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use rollcall_api::delta::{Assembled, Assembler};
+    use rollcall_api::policy::PoolPolicy;
+    use rollcall_api::roster::{Endpoint, Roster, RosterUpdate};
+
+    use super::*;
+    use crate::roster::hub::RosterHub;
+
+    fn roster(weights: &[u32]) -> PoolState {
+        PoolState::Roster(Roster {
+            endpoints: weights
+                .iter()
+                .enumerate()
+                .map(|(i, w)| Endpoint {
+                    addr: format!("10.0.0.{}:80", i + 1).parse().unwrap(),
+                    pod: None,
+                    zone: None,
+                    ready: true,
+                    serving: true,
+                    terminating: false,
+                    weight: *w,
+                })
+                .collect(),
+            policy: PoolPolicy::default(),
+            service: "shop/web:http".into(),
+        })
+    }
+
+    fn decode(m: &EncodedRosterUpdate) -> pb::RosterUpdate {
+        prost::Message::decode(m.bytes().clone()).unwrap()
+    }
+
+    fn is_delta(m: &EncodedRosterUpdate) -> bool {
+        matches!(decode(m).state, Some(pb::roster_update::State::Delta(_)))
+    }
+
+    #[test]
+    fn each_version_goes_as_a_delta_only_to_a_stream_that_holds_its_base() {
+        let hub = RosterHub::new();
+        hub.mark_synced(1, []);
+        let web = PoolRef::new("shop", "web");
+        hub.publish(&web, roster(&[1, 1, 1]), 10).unwrap();
+        let p1 = hub.current(&web).unwrap();
+        let (mut current, mut behind, mut legacy) =
+            (Sent::new(true), Sent::new(true), Sent::new(false));
+        let mut asm = Assembler::new();
+        for m in current.messages(&p1) {
+            asm.accept(decode(&m)).unwrap();
+        }
+        behind.messages(&p1);
+        legacy.messages(&p1);
+
+        hub.publish(&web, roster(&[1, 2, 1]), 10).unwrap();
+        let p2 = hub.current(&web).unwrap();
+        let sent = current.messages(&p2);
+        assert!(sent.len() == 1 && is_delta(&sent[0]));
+        let Assembled::Complete(got) = asm.accept(decode(&sent[0])).unwrap() else {
+            panic!("a delta completes the state");
+        };
+        assert_eq!(
+            RosterUpdate::try_from(got).unwrap().state,
+            roster(&[1, 2, 1])
+        );
+        // `behind` never took version 2 (the watch channel skipped it).
+        hub.publish(&web, roster(&[1, 2, 3]), 10).unwrap();
+        let p3 = hub.current(&web).unwrap();
+        assert!(is_delta(&current.messages(&p3)[0]));
+        let whole = behind.messages(&p3);
+        assert!(whole.len() == 1 && !is_delta(&whole[0]));
+        assert_eq!(whole[0], p3.wire);
+        // A caller without deltas always gets the one complete message.
+        assert_eq!(legacy.messages(&p3), vec![p3.wire.clone()]);
+        // Unavailable and back: no delta across it.
+        hub.publish(
+            &web,
+            PoolState::Unavailable {
+                reason: UnavailableReason::ServiceNotFound,
+                message: "gone".into(),
+            },
+            10,
+        )
+        .unwrap();
+        current.messages(&hub.current(&web).unwrap());
+        hub.publish(&web, roster(&[1]), 10).unwrap();
+        let back = current.messages(&hub.current(&web).unwrap());
+        assert!(!is_delta(&back[0]));
+    }
 }

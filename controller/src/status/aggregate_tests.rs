@@ -52,6 +52,9 @@ fn report(pod: &str, panic: bool, eps: &[(usize, EndpointState, &str, u64)]) -> 
             })
             .collect(),
         refused: None,
+        complete: false,
+        continued: false,
+        removed: Vec::new(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The latest health report of every connected sidecar stream, per pool, kept as running
 //! totals (`tally`). Each `PoolHealth` a sidecar sends replaces its previous one for that pool
-//! (the protocol sends complete pool state), and closing the stream forgets the sidecar. Pools
+//! (`Report` sends complete pool state) or is applied onto it (`ReportChanges` sends what
+//! changed), and closing the stream forgets the sidecar. Pools
 //! whose reports changed are marked dirty and the status writer is woken. A stream that has
 //! gone quiet past the freshness limit stops counting when the pool is next read, and counts
 //! again once it speaks.
@@ -75,26 +76,67 @@ impl ReportStore {
 
     /// Record a pool's complete health; marks the pool dirty when it changed.
     pub fn record(&self, id: StreamId, health: PoolHealth, now: Instant) {
+        self.ingest(id, health, now, false);
+    }
+
+    /// Take one `PoolHealth` of a `ReportChanges` stream: a part of a complete report, or
+    /// changes onto the stream's previous report. Returns `true` when changes came for a pool
+    /// the stream has no complete report of here: they are dropped, and the sidecar should be
+    /// asked for a complete report.
+    pub fn record_changes(&self, id: StreamId, changes: PoolHealth, now: Instant) -> bool {
+        self.ingest(id, changes, now, true)
+    }
+
+    /// The stream's report on `pool` was refused: forget what it said of the pool before, so
+    /// later changes are not applied onto a history with a gap.
+    pub fn forget(&self, id: StreamId, pool: &PoolRef) {
+        let mut reports = self.reports.lock();
+        let Some(tally) = reports.pools.get_mut(pool) else {
+            return;
+        };
+        let had = tally.remove(id);
+        if tally.is_empty() {
+            reports.pools.remove(pool);
+        }
+        drop(reports);
+        if had {
+            self.mark(pool.clone());
+        }
+    }
+
+    fn ingest(&self, id: StreamId, health: PoolHealth, now: Instant, changes: bool) -> bool {
         let mut reports = self.reports.lock();
         let Reports { sessions, pools } = &mut *reports;
         let Some(s) = sessions.get_mut(&id) else {
-            return;
+            return false;
         };
         s.last_seen = now;
         if !s.pools.contains(&health.pool) {
             s.pools.insert(health.pool.clone());
         }
-        let changed = match pools.get_mut(&health.pool) {
-            Some(tally) => tally.record(id, &health),
-            None => pools
-                .entry(health.pool.clone())
-                .or_default()
-                .record(id, &health),
+        let tally = match pools.get_mut(&health.pool) {
+            Some(tally) => tally,
+            None => pools.entry(health.pool.clone()).or_default(),
+        };
+        let mut base_missing = false;
+        let changed = if !changes {
+            tally.record(id, &health)
+        } else if health.complete || tally.in_parts(id) {
+            tally.record_part(id, &health, health.complete, !health.continued)
+        } else if tally.has_report(id) {
+            tally.record_changes(id, &health)
+        } else {
+            // Changes onto nothing would count as a report missing most of the pool (a
+            // restarted controller would read its endpoints as unreported): wait for the
+            // complete report the sidecar is asked for.
+            base_missing = true;
+            false
         };
         drop(reports);
         if changed {
             self.mark(health.pool);
         }
+        base_missing
     }
 
     pub fn heartbeat(&self, id: StreamId, now: Instant) {

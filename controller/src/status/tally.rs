@@ -74,6 +74,8 @@ pub struct PoolTally {
     /// Per slot, the counted reporters ejecting it.
     ejecting: HashMap<u32, BTreeSet<StreamId>>,
     reporters: BTreeMap<StreamId, Reporter>,
+    /// Complete reports arriving in parts (`ReportChanges`), applied when the last is in.
+    pending: HashMap<StreamId, Reporter>,
 }
 
 /// What the counted reporters say about one endpoint.
@@ -142,6 +144,176 @@ impl PoolTally {
         changed
     }
 
+    /// One part of a complete report that arrives in parts: `first` starts it, the parts
+    /// gather aside (holding their slots), and with `last` the whole replaces `id`'s previous
+    /// report as `record` would. Returns whether anything the status is computed from changed
+    /// (only ever on the last part).
+    pub fn record_part(
+        &mut self,
+        id: StreamId,
+        part: &PoolHealth,
+        first: bool,
+        last: bool,
+    ) -> bool {
+        if first && let Some(stale) = self.pending.remove(&id) {
+            self.release_all(&stale);
+        }
+        let mut pending = self.pending.remove(&id).unwrap_or_else(|| Reporter {
+            roster_version: 0,
+            refused: None,
+            panic: false,
+            states: Vec::new(),
+            ejected: HashMap::new(),
+            counted: false,
+        });
+        pending.roster_version = part.roster_version;
+        pending.refused.clone_from(&part.refused);
+        pending.panic = part.panic;
+        for e in &part.endpoints {
+            let slot = self.slot_for(e.addr);
+            let index = slot as usize;
+            if pending.states.len() <= index {
+                pending.states.resize(index + 1, 0);
+            }
+            if pending.states[index] == 0 {
+                self.refs[index] += 1;
+            }
+            pending.states[index] = code(e.state);
+            if e.state == EndpointState::Ejected {
+                pending.ejected.insert(
+                    slot,
+                    Ejecting {
+                        reason: e.reason.clone(),
+                        since_unix_ms: e.since_unix_ms,
+                        last_error: e.last_error.clone(),
+                    },
+                );
+            } else {
+                pending.ejected.remove(&slot);
+            }
+        }
+        if !last {
+            self.pending.insert(id, pending);
+            return false;
+        }
+        pending.counted = true;
+        let old = self.reporters.remove(&id);
+        let changed = old
+            .as_ref()
+            .is_none_or(|old| !same_report(old, &pending) || !old.counted);
+        if let Some(old) = &old {
+            if old.counted {
+                self.contribute(id, old, false);
+            }
+            self.release_all(old);
+        }
+        self.contribute(id, &pending, true);
+        self.reporters.insert(id, pending);
+        changed
+    }
+
+    /// Whether `id` is in the middle of a complete report in parts.
+    pub fn in_parts(&self, id: StreamId) -> bool {
+        self.pending.contains_key(&id)
+    }
+
+    /// Whether `id` has a complete report here (changes can apply onto it).
+    pub fn has_report(&self, id: StreamId) -> bool {
+        self.reporters.contains_key(&id)
+    }
+
+    fn release_all(&mut self, reporter: &Reporter) {
+        for (slot, _) in occupied(&reporter.states) {
+            self.release_ref(slot);
+        }
+    }
+
+    /// Apply `changes` onto `id`'s previous report (`ReportChanges`): the listed endpoints
+    /// replace their entries, the `removed` ones are dropped, the pool's fields are replaced.
+    /// Costs O(entries in `changes`), not O(endpoints). Returns whether anything the status is
+    /// computed from changed.
+    pub fn record_changes(&mut self, id: StreamId, changes: &PoolHealth) -> bool {
+        let Some(mut reporter) = self.reporters.remove(&id) else {
+            // Nothing reported before: the changes are the whole report.
+            return self.record(id, changes);
+        };
+        let mut changed = reporter.roster_version != changes.roster_version
+            || reporter.refused != changes.refused
+            || reporter.panic != changes.panic
+            || !reporter.counted;
+        reporter.roster_version = changes.roster_version;
+        reporter.refused.clone_from(&changes.refused);
+        reporter.panic = changes.panic;
+        // Entries apply to the totals one by one while the reporter counts; one that did not
+        // count (quiet until now) is added whole afterwards.
+        let counting = reporter.counted;
+        for addr in &changes.removed {
+            let Some(&slot) = self.slots.get(addr) else {
+                continue;
+            };
+            changed |= self.set_state(id, &mut reporter, slot, 0, counting);
+        }
+        for e in &changes.endpoints {
+            let slot = self.slot_for(e.addr);
+            changed |= self.set_state(id, &mut reporter, slot, code(e.state), counting);
+            if e.state == EndpointState::Ejected {
+                let details = Ejecting {
+                    reason: e.reason.clone(),
+                    since_unix_ms: e.since_unix_ms,
+                    last_error: e.last_error.clone(),
+                };
+                if reporter.ejected.get(&slot) != Some(&details) {
+                    reporter.ejected.insert(slot, details);
+                    changed = true;
+                }
+            }
+        }
+        if !counting {
+            reporter.counted = true;
+            self.contribute(id, &reporter, true);
+        }
+        self.reporters.insert(id, reporter);
+        changed
+    }
+
+    /// Set one slot of `reporter` to `new` (0: not reported), keeping the slot's references and
+    /// (when `counting`) its totals. Returns whether the state changed.
+    fn set_state(
+        &mut self,
+        id: StreamId,
+        reporter: &mut Reporter,
+        slot: u32,
+        new: u8,
+        counting: bool,
+    ) -> bool {
+        let index = slot as usize;
+        let old = reporter.states.get(index).copied().unwrap_or(0);
+        if old == new {
+            return false;
+        }
+        if reporter.states.len() <= index {
+            reporter.states.resize(index + 1, 0);
+        }
+        reporter.states[index] = new;
+        if new != EJECTED {
+            reporter.ejected.remove(&slot);
+        }
+        if counting {
+            if old != 0 {
+                self.count(id, slot, old, false);
+            }
+            if new != 0 {
+                self.count(id, slot, new, true);
+            }
+        }
+        match (old, new) {
+            (0, _) => self.refs[index] += 1,
+            (_, 0) => self.release_ref(index),
+            _ => {}
+        }
+        true
+    }
+
     /// Count `id`'s report in the totals or leave it out (its stream went quiet past the
     /// freshness limit, or spoke again). Returns whether that changed anything.
     pub fn set_counted(&mut self, id: StreamId, counted: bool) -> bool {
@@ -164,6 +336,9 @@ impl PoolTally {
 
     /// Forget `id`'s report (its stream ended). Returns whether it had one.
     pub fn remove(&mut self, id: StreamId) -> bool {
+        if let Some(pending) = self.pending.remove(&id) {
+            self.release_all(&pending);
+        }
         let Some(old) = self.reporters.remove(&id) else {
             return false;
         };
@@ -183,7 +358,7 @@ impl PoolTally {
 
     /// Whether nobody reports on the pool any more.
     pub fn is_empty(&self) -> bool {
-        self.reporters.is_empty()
+        self.reporters.is_empty() && self.pending.is_empty()
     }
 
     /// Counted reporters.
@@ -256,21 +431,25 @@ impl PoolTally {
     /// Add (`add`) or take away a reporter's states from the per-slot totals.
     fn contribute(&mut self, id: StreamId, reporter: &Reporter, add: bool) {
         for (slot, state) in occupied(&reporter.states) {
-            let count = &mut self.counts[slot][usize::from(state - 1)];
+            self.count(id, slot as u32, state, add);
+        }
+    }
+
+    /// Add or take away one reporter's `state` of one slot.
+    fn count(&mut self, id: StreamId, slot: u32, state: u8, add: bool) {
+        let count = &mut self.counts[slot as usize][usize::from(state - 1)];
+        if add {
+            *count += 1;
+        } else {
+            *count -= 1;
+        }
+        if state == EJECTED {
             if add {
-                *count += 1;
-            } else {
-                *count -= 1;
-            }
-            if state == EJECTED {
-                let key = slot as u32;
-                if add {
-                    self.ejecting.entry(key).or_default().insert(id);
-                } else if let Some(set) = self.ejecting.get_mut(&key) {
-                    set.remove(&id);
-                    if set.is_empty() {
-                        self.ejecting.remove(&key);
-                    }
+                self.ejecting.entry(slot).or_default().insert(id);
+            } else if let Some(set) = self.ejecting.get_mut(&slot) {
+                set.remove(&id);
+                if set.is_empty() {
+                    self.ejecting.remove(&slot);
                 }
             }
         }

@@ -27,6 +27,9 @@ fn health(version: u64, panic: bool, endpoints: Vec<EndpointHealth>) -> PoolHeal
         panic,
         endpoints,
         refused: None,
+        complete: false,
+        continued: false,
+        removed: Vec::new(),
     }
 }
 
@@ -57,7 +60,8 @@ impl Rng {
 /// Per address: the state counts over counted reports and the sorted ejection details.
 type Totals = BTreeMap<SocketAddr, ([u32; 5], Vec<(String, u64, Option<String>)>)>;
 
-/// What the totals must equal: every report kept whole, counted or not, recounted from scratch.
+/// What the totals must equal: every report kept whole, counted or not, recounted from scratch
+/// (however it arrived: whole, in parts, or as changes onto the previous one).
 #[derive(Default)]
 struct Model {
     reports: BTreeMap<StreamId, (PoolHealth, bool)>,
@@ -109,7 +113,7 @@ fn observed(tally: &PoolTally, addrs: impl Iterator<Item = SocketAddr>) -> Total
 }
 
 #[test]
-fn any_sequence_of_reports_equals_counting_the_latest_reports_from_scratch() {
+fn any_sequence_of_reports_whole_in_parts_or_as_changes_equals_counting_the_latest_from_scratch() {
     let states = STATES;
     for seed in 1..=40u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -137,7 +141,71 @@ fn any_sequence_of_reports_equals_counting_the_latest_reports_from_scratch() {
                         })
                         .collect();
                     let h = health(rng.below(3), rng.below(4) == 0, endpoints);
-                    tally.record(id, &h);
+                    match rng.below(3) {
+                        0 => {
+                            tally.record(id, &h);
+                        }
+                        // A complete report in parts: nothing changes before the last.
+                        1 => {
+                            let chunks: Vec<&[EndpointHealth]> = if h.endpoints.is_empty() {
+                                vec![&[]]
+                            } else {
+                                h.endpoints.chunks(1 + rng.below(4) as usize).collect()
+                            };
+                            let before = model.expected();
+                            let universe = (0..base + 15).map(addr);
+                            let n = chunks.len();
+                            for (i, chunk) in chunks.into_iter().enumerate() {
+                                let part = PoolHealth {
+                                    endpoints: chunk.to_vec(),
+                                    ..h.clone()
+                                };
+                                let changed = tally.record_part(id, &part, i == 0, i + 1 == n);
+                                if i + 1 < n {
+                                    assert!(!changed);
+                                    assert!(tally.in_parts(id));
+                                    // Slots the parts hold show no counts (the status
+                                    // reads those as unreported).
+                                    let seen = |t: Totals| -> Totals {
+                                        t.into_iter().filter(|(_, v)| v.0 != [0; 5]).collect()
+                                    };
+                                    let now = seen(observed(&tally, universe.clone()));
+                                    assert_eq!(
+                                        now,
+                                        seen(before.clone()),
+                                        "seed {seed} step {step} part {i}"
+                                    );
+                                }
+                            }
+                            assert!(!tally.in_parts(id));
+                        }
+                        // Changes onto the stream's previous report.
+                        _ => {
+                            let latest = |h: &PoolHealth| -> BTreeMap<SocketAddr, EndpointHealth> {
+                                h.endpoints.iter().map(|e| (e.addr, e.clone())).collect()
+                            };
+                            let previous = model
+                                .reports
+                                .get(&id)
+                                .map(|(h, _)| latest(h))
+                                .unwrap_or_default();
+                            let next = latest(&h);
+                            let changes = PoolHealth {
+                                endpoints: next
+                                    .values()
+                                    .filter(|e| previous.get(&e.addr) != Some(*e))
+                                    .cloned()
+                                    .collect(),
+                                removed: previous
+                                    .keys()
+                                    .filter(|a| !next.contains_key(a))
+                                    .copied()
+                                    .collect(),
+                                ..h.clone()
+                            };
+                            tally.record_changes(id, &changes);
+                        }
+                    }
                     model.reports.insert(id, (h, true));
                 }
                 6..=7 => {

@@ -109,6 +109,7 @@ pub async fn watch_as(
     let req = WatchRequest {
         sidecar,
         pools: pools.iter().map(|p| pool(p)).collect(),
+        accepts_deltas: false,
     };
     c.watch(pb::WatchRequest::from(&req))
         .await

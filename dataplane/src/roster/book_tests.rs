@@ -30,6 +30,7 @@ fn roster(version: u64, endpoints: Vec<pb::Endpoint>, policy_json: &str) -> pb::
             policy_json: policy_json.into(),
             service: "shop/web:80".into(),
         })),
+        continued: false,
     }
 }
 

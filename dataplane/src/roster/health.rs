@@ -3,6 +3,8 @@
 //! suppression, panic, roster version), never for counters that tick with every probe. The first
 //! report of a stream names the sidecar and carries every pool; later ones carry only the pools
 //! that changed; with nothing to say for `heartbeat`, an empty report keeps the stream warm.
+//! On a `ReportChanges` stream a pool goes complete (in small parts) the first time and when
+//! the controller asks, and as the entries that changed after that.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,7 +17,7 @@ use tokio::time::Instant;
 
 use super::{Running, Versions};
 use crate::health::machine::{Reason, State, wall_clock};
-use crate::pool::PoolView;
+use crate::pool::{EndpointView, PoolView};
 
 /// The facts of one pool whose change is worth a report.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,18 +38,26 @@ struct EndpointFacts {
     suppressed: bool,
 }
 
+/// Endpoint entries per message of a complete report in parts (`ReportChanges`): about 12 KB,
+/// so no stream's buffers grow with the pool.
+pub const PART_ENTRIES: usize = 256;
+
 /// What has been sent on the current stream.
 #[derive(Debug)]
 pub(super) struct Sent {
     sidecar: SidecarId,
     identified: bool,
+    /// `ReportChanges`: a pool already reported is reported again as its changes only.
+    changes: bool,
     pools: HashMap<String, HealthFacts>,
     last: Option<Instant>,
 }
 
-/// A report ready to send, and what to remember once it is sent.
+/// Reports ready to send, in order, and what to remember once they are all sent.
 pub(super) struct Due {
-    pub report: HealthReport,
+    pub reports: Vec<HealthReport>,
+    /// Pools they carry.
+    pub pools: usize,
     facts: Vec<(String, HealthFacts)>,
 }
 
@@ -59,18 +69,20 @@ impl HealthFacts {
             version: running.version,
             refused: running.refused.clone(),
             panic: view.panic,
-            endpoints: view
-                .endpoints
-                .iter()
-                .map(|e| EndpointFacts {
-                    addr: e.health.address,
-                    state: e.health.state,
-                    reason: e.health.reason,
-                    since: e.health.since,
-                    times_ejected: e.health.ejection_multiplier,
-                    suppressed: e.health.ejection_suppressed,
-                })
-                .collect(),
+            endpoints: view.endpoints.iter().map(EndpointFacts::of).collect(),
+        }
+    }
+}
+
+impl EndpointFacts {
+    fn of(e: &EndpointView) -> Self {
+        Self {
+            addr: e.health.address,
+            state: e.health.state,
+            reason: e.health.reason,
+            since: e.health.since,
+            times_ejected: e.health.ejection_multiplier,
+            suppressed: e.health.ejection_suppressed,
         }
     }
 }
@@ -85,15 +97,7 @@ pub fn pool_health(
     let endpoints = view
         .endpoints
         .iter()
-        .map(|e| EndpointHealth {
-            addr: e.health.address,
-            state: endpoint_state(e.health.state),
-            reason: e.health.reason.to_string(),
-            since_unix_ms: unix_ms(wall_clock(e.health.since, now, wall_now)),
-            times_ejected: e.health.ejection_multiplier,
-            last_error: e.health.last_error.clone(),
-            ejection_suppressed: e.health.ejection_suppressed,
-        })
+        .map(|e| endpoint_health(e, now, wall_now))
         .collect();
     PoolHealth {
         pool: running.pool.clone(),
@@ -101,6 +105,82 @@ pub fn pool_health(
         panic: view.panic,
         endpoints,
         refused: running.refused.clone(),
+        removed: Vec::new(),
+        complete: false,
+        continued: false,
+    }
+}
+
+fn endpoint_health(e: &EndpointView, now: Instant, wall_now: SystemTime) -> EndpointHealth {
+    EndpointHealth {
+        addr: e.health.address,
+        state: endpoint_state(e.health.state),
+        reason: e.health.reason.to_string(),
+        since_unix_ms: unix_ms(wall_clock(e.health.since, now, wall_now)),
+        times_ejected: e.health.ejection_multiplier,
+        last_error: e.health.last_error.clone(),
+        ejection_suppressed: e.health.ejection_suppressed,
+    }
+}
+
+/// What changed in a pool since `sent` (`ReportChanges`): the entries whose facts differ or
+/// are new, and the addresses no longer in the view.
+fn pool_changes(
+    running: &Running,
+    view: &PoolView,
+    sent: &HealthFacts,
+    now: Instant,
+    wall_now: SystemTime,
+) -> PoolHealth {
+    let before: HashMap<SocketAddr, &EndpointFacts> =
+        sent.endpoints.iter().map(|e| (e.addr, e)).collect();
+    let mut present = std::collections::HashSet::with_capacity(view.endpoints.len());
+    let mut endpoints = Vec::new();
+    for e in &view.endpoints {
+        present.insert(e.health.address);
+        if before.get(&e.health.address).copied() != Some(&EndpointFacts::of(e)) {
+            endpoints.push(endpoint_health(e, now, wall_now));
+        }
+    }
+    let removed = sent
+        .endpoints
+        .iter()
+        .map(|e| e.addr)
+        .filter(|a| !present.contains(a))
+        .collect();
+    PoolHealth {
+        pool: running.pool.clone(),
+        roster_version: running.version,
+        panic: view.panic,
+        endpoints,
+        refused: running.refused.clone(),
+        removed,
+        complete: false,
+        continued: false,
+    }
+}
+
+/// A complete report as `ReportChanges` sends it: parts of at most [`PART_ENTRIES`] entries,
+/// the first `complete`, all but the last `continued`.
+fn in_parts(health: PoolHealth) -> Vec<PoolHealth> {
+    let mut entries = health.endpoints;
+    let head = PoolHealth {
+        endpoints: Vec::new(),
+        ..health
+    };
+    let mut parts = Vec::new();
+    loop {
+        let rest = entries.split_off(entries.len().min(PART_ENTRIES));
+        parts.push(PoolHealth {
+            endpoints: entries,
+            complete: parts.is_empty(),
+            continued: !rest.is_empty(),
+            ..head.clone()
+        });
+        if rest.is_empty() {
+            return parts;
+        }
+        entries = rest;
     }
 }
 
@@ -122,14 +202,21 @@ fn unix_ms(t: SystemTime) -> u64 {
 // === impl Sent ===
 
 impl Sent {
-    /// A fresh stream: nothing sent yet.
-    pub fn new(sidecar: SidecarId) -> Self {
+    /// A fresh stream: nothing sent yet. With `changes` (a `ReportChanges` stream) a pool is
+    /// reported complete, in parts, the first time and as its changes after that.
+    pub fn new(sidecar: SidecarId, changes: bool) -> Self {
         Self {
             sidecar,
             identified: false,
+            changes,
             pools: HashMap::new(),
             last: None,
         }
+    }
+
+    /// The controller asked for a complete report of `pool`: the next one is.
+    pub fn forget(&mut self, pool: &str) {
+        self.pools.remove(pool);
     }
 
     /// The report due now, if any: the pools whose facts changed since they were last sent
@@ -150,10 +237,17 @@ impl Sent {
                 continue;
             };
             let current = HealthFacts::of(running, view);
-            if self.pools.get(&view.name) != Some(&current) {
-                pools.push(pool_health(running, view, now, wall_now));
-                facts.push((view.name.clone(), current));
+            let before = self.pools.get(&view.name);
+            if before == Some(&current) {
+                continue;
             }
+            match before {
+                Some(sent) if self.changes => {
+                    pools.push(pool_changes(running, view, sent, now, wall_now));
+                }
+                _ => pools.push(pool_health(running, view, now, wall_now)),
+            }
+            facts.push((view.name.clone(), current));
         }
         let heartbeat_due = self
             .last
@@ -162,8 +256,34 @@ impl Sent {
             return None;
         }
         let sidecar = (!self.identified).then(|| self.sidecar.clone());
+        let count = pools.len();
+        let reports = if self.changes {
+            // Complete reports in parts, one part per message; changes are small and go
+            // together in the first.
+            let (complete, changes): (Vec<_>, Vec<_>) = pools
+                .into_iter()
+                .zip(&facts)
+                .partition(|(_, (name, _))| !self.pools.contains_key(name));
+            let mut reports = Vec::new();
+            if sidecar.is_some() || !changes.is_empty() || complete.is_empty() {
+                reports.push(HealthReport {
+                    sidecar,
+                    pools: changes.into_iter().map(|(p, _)| p).collect(),
+                });
+            }
+            for (health, _) in complete {
+                reports.extend(in_parts(health).into_iter().map(|part| HealthReport {
+                    sidecar: None,
+                    pools: vec![part],
+                }));
+            }
+            reports
+        } else {
+            vec![HealthReport { sidecar, pools }]
+        };
         Some(Due {
-            report: HealthReport { sidecar, pools },
+            reports,
+            pools: count,
             facts,
         })
     }

@@ -122,7 +122,7 @@ fn first_report_names_the_sidecar_and_carries_every_pool_with_a_roster() {
         ),
         view("shop/cart", vec![]),
     ];
-    let sent = Sent::new(sidecar());
+    let sent = Sent::new(sidecar(), false);
     let due = sent
         .due(
             &views,
@@ -132,9 +132,9 @@ fn first_report_names_the_sidecar_and_carries_every_pool_with_a_roster() {
             SystemTime::now(),
         )
         .expect("a first report");
-    assert_eq!(due.report.sidecar, Some(sidecar()));
-    assert_eq!(due.report.pools.len(), 1, "shop/cart has no roster yet");
-    assert_eq!(due.report.pools[0].pool, PoolRef::new("shop", "web"));
+    assert_eq!(due.reports[0].sidecar, Some(sidecar()));
+    assert_eq!(due.reports[0].pools.len(), 1, "shop/cart has no roster yet");
+    assert_eq!(due.reports[0].pools[0].pool, PoolRef::new("shop", "web"));
 }
 
 #[test]
@@ -146,7 +146,7 @@ fn only_facts_that_matter_trigger_a_report() {
         view("shop/web", vec![healthy.clone()]),
         view("shop/cart", vec![]),
     ];
-    let mut sent = Sent::new(sidecar());
+    let mut sent = Sent::new(sidecar(), false);
     let due = sent
         .due(&views, &vs, HEARTBEAT, now, SystemTime::now())
         .unwrap();
@@ -169,10 +169,10 @@ fn only_facts_that_matter_trigger_a_report() {
     let due = sent
         .due(&views, &vs, HEARTBEAT, later, SystemTime::now())
         .unwrap();
-    assert_eq!(due.report.sidecar, None, "named only once per stream");
-    assert_eq!(due.report.pools.len(), 1, "only the pool that changed");
+    assert_eq!(due.reports[0].sidecar, None, "named only once per stream");
+    assert_eq!(due.reports[0].pools.len(), 1, "only the pool that changed");
     assert_eq!(
-        due.report.pools[0].endpoints[0].state,
+        due.reports[0].pools[0].endpoints[0].state,
         EndpointState::Ejected
     );
     sent.sent(due, later);
@@ -182,7 +182,7 @@ fn only_facts_that_matter_trigger_a_report() {
         .due(&views, &bumped, HEARTBEAT, later, SystemTime::now())
         .unwrap();
     assert_eq!(
-        due.report.pools[0].roster_version, 2,
+        due.reports[0].pools[0].roster_version, 2,
         "a new roster is acknowledged"
     );
     sent.sent(due, later);
@@ -197,10 +197,10 @@ fn only_facts_that_matter_trigger_a_report() {
     let due = sent
         .due(&views, &refusing, HEARTBEAT, later, SystemTime::now())
         .expect("a refusal is news");
-    assert_eq!(due.report.pools.len(), 1);
-    assert_eq!(due.report.pools[0].roster_version, 2, "it still runs 2");
+    assert_eq!(due.reports[0].pools.len(), 1);
+    assert_eq!(due.reports[0].pools[0].roster_version, 2, "it still runs 2");
     assert_eq!(
-        due.report.pools[0].refused.as_ref().map(|r| r.version),
+        due.reports[0].pools[0].refused.as_ref().map(|r| r.version),
         Some(3)
     );
 }
@@ -210,7 +210,7 @@ fn heartbeat_is_an_empty_report_after_a_quiet_interval() {
     let now = Instant::now();
     let vs = versions(&[("shop/web", 1)]);
     let views = [view("shop/web", vec![])];
-    let mut sent = Sent::new(sidecar());
+    let mut sent = Sent::new(sidecar(), false);
     let due = sent
         .due(&views, &vs, HEARTBEAT, now, SystemTime::now())
         .unwrap();
@@ -224,6 +224,86 @@ fn heartbeat_is_an_empty_report_after_a_quiet_interval() {
     let due = sent
         .due(&views, &vs, HEARTBEAT, later, SystemTime::now())
         .unwrap();
-    assert!(due.report.pools.is_empty());
-    assert_eq!(due.report.sidecar, None);
+    assert!(due.reports[0].pools.is_empty());
+    assert_eq!(due.reports[0].sidecar, None);
+}
+
+#[test]
+fn report_changes_sends_a_pool_whole_in_parts_once_then_only_what_changed() {
+    let now = Instant::now();
+    let vs = versions(&[("shop/web", 1)]);
+    let endpoints = |n: u16| -> Vec<EndpointReport> {
+        (1..=n)
+            .map(|p| report(p, State::Healthy, Reason::ProbeSucceeded, now))
+            .collect()
+    };
+    let views = [view("shop/web", endpoints(600))];
+    let mut sent = Sent::new(sidecar(), true);
+    let due = sent
+        .due(&views, &vs, HEARTBEAT, now, SystemTime::now())
+        .unwrap();
+    // The sidecar's name first, then the pool in parts of at most PART_ENTRIES.
+    assert_eq!(due.reports.len(), 4);
+    assert_eq!(due.reports[0].sidecar, Some(sidecar()));
+    assert!(due.reports[0].pools.is_empty());
+    let parts: Vec<&PoolHealth> = due.reports[1..].iter().map(|r| &r.pools[0]).collect();
+    assert_eq!(
+        parts
+            .iter()
+            .map(|p| (p.complete, p.continued, p.endpoints.len()))
+            .collect::<Vec<_>>(),
+        vec![
+            (true, true, PART_ENTRIES),
+            (false, true, PART_ENTRIES),
+            (false, false, 600 - 2 * PART_ENTRIES)
+        ]
+    );
+    sent.sent(due, now);
+
+    // One endpoint ejected, one gone: a report of those two only.
+    let later = now + Duration::from_secs(1);
+    let mut changed = endpoints(599);
+    changed[9] = report(10, State::Ejected, Reason::ConsecutiveGatewayErrors, later);
+    let views = [view("shop/web", changed)];
+    let due = sent
+        .due(&views, &vs, HEARTBEAT, later, SystemTime::now())
+        .unwrap();
+    assert_eq!(due.reports.len(), 1);
+    let health = &due.reports[0].pools[0];
+    assert!(!health.complete && !health.continued);
+    assert_eq!(health.endpoints.len(), 1);
+    assert_eq!(health.endpoints[0].addr.port(), 10);
+    assert_eq!(health.endpoints[0].state, EndpointState::Ejected);
+    assert_eq!(health.removed, vec![SocketAddr::from(([10, 0, 0, 1], 600))]);
+    sent.sent(due, later);
+
+    // A new roster version with the same endpoints: the acknowledgement alone.
+    let bumped = versions(&[("shop/web", 2)]);
+    let due = sent
+        .due(&views, &bumped, HEARTBEAT, later, SystemTime::now())
+        .unwrap();
+    let health = &due.reports[0].pools[0];
+    assert_eq!(
+        (
+            health.roster_version,
+            health.endpoints.len(),
+            health.removed.len()
+        ),
+        (2, 0, 0)
+    );
+    sent.sent(due, later);
+
+    // The controller asks for it again: complete, in parts.
+    sent.forget("shop/web");
+    let due = sent
+        .due(&views, &bumped, HEARTBEAT, later, SystemTime::now())
+        .unwrap();
+    assert_eq!(
+        due.reports.len(),
+        3,
+        "599 entries in three parts, nobody to name"
+    );
+    assert!(due.reports[0].pools[0].complete);
+    let total: usize = due.reports.iter().map(|r| r.pools[0].endpoints.len()).sum();
+    assert_eq!(total, 599);
 }

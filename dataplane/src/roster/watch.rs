@@ -1,10 +1,12 @@
-//! The roster client: one `Watch` stream at a time, each message through the `Book`, the
+//! The roster client: one `Watch` stream at a time, each message through the stream's delta
+//! `Assembler` (deltas and parts become complete states) and the `Book`, the
 //! resulting configuration into `Runtime::apply`. When the stream fails or ends the pools keep
 //! their last roster and the client reconnects after a jittered back-off; the back-off starts
 //! over once a stream has delivered a message.
 
 use std::sync::Arc;
 
+use rollcall_api::delta::{Assembled, Assembler};
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::roster::WatchRequest;
 use tokio::sync::watch;
@@ -21,6 +23,7 @@ pub(super) async fn run(
     let request = pb::WatchRequest::from(&WatchRequest {
         sidecar: options.sidecar.clone(),
         pools: options.pools.iter().map(|b| b.pool.clone()).collect(),
+        accepts_deltas: true,
     });
     let mut book = Book::new(&options.pools);
     let mut attempt: u32 = 0;
@@ -34,9 +37,25 @@ pub(super) async fn run(
                 tracing::info!(controller = %options.controller, "watching rosters");
                 metrics.controller_connected.set(1);
                 let mut stream = response.into_inner();
+                let mut assembler = Assembler::new();
                 loop {
                     match stream.message().await {
                         Ok(Some(message)) => {
+                            let message = match assembler.accept(message) {
+                                Ok(Assembled::Complete(message)) => message,
+                                Ok(Assembled::Partial) => continue,
+                                Err(error) => {
+                                    // The stream and this sidecar disagree on what it holds;
+                                    // a new stream starts with complete states.
+                                    outage_logged = true;
+                                    tracing::warn!(controller = %options.controller, %error, "roster delta does not apply; reconnecting for a snapshot");
+                                    metrics
+                                        .roster_updates
+                                        .with_label_values(&["malformed"])
+                                        .inc();
+                                    break;
+                                }
+                            };
                             attempt = 0;
                             let outcome = book.apply(message);
                             log(&outcome);

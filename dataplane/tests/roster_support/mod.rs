@@ -1,6 +1,7 @@
 //! A fake controller for the roster tests: a real tonic `Roster` server on 127.0.0.1 that
 //! serves whatever rosters the test pushes (snapshot of the current ones first, then each push)
-//! and records every health report. It can be killed (every stream ends, the listener closes)
+//! and records every health report. `ReportChanges` is UNIMPLEMENTED (an older controller)
+//! unless the test turns it on. It can be killed (every stream ends, the listener closes)
 //! and restarted on the same port. It knows nothing of the controller crate.
 #![allow(dead_code)]
 
@@ -30,6 +31,12 @@ struct Shared {
     updates: Mutex<Option<broadcast::Sender<pb::RosterUpdate>>>,
     reports: Mutex<Vec<pb::HealthReport>>,
     watches: Mutex<Vec<pb::WatchRequest>>,
+    /// Serve `ReportChanges` (otherwise it is UNIMPLEMENTED, as from an older controller).
+    changes: std::sync::atomic::AtomicBool,
+    /// Feedback to the open `ReportChanges` stream.
+    feedback: Mutex<Option<mpsc::Sender<Result<pb::ReportFeedback, Status>>>>,
+    /// Which RPC each report came on: `true` for `ReportChanges`.
+    report_kinds: Mutex<Vec<bool>>,
 }
 
 struct Service {
@@ -112,6 +119,23 @@ impl FakeController {
         }
     }
 
+    /// Make `update` what a new stream's snapshot sends, without sending it to anyone.
+    pub fn set_current(&self, update: pb::RosterUpdate) {
+        let key = update
+            .pool
+            .as_ref()
+            .map(|p| (p.namespace.clone(), p.name.clone()))
+            .unwrap_or_default();
+        self.shared.current.lock().insert(key, update);
+    }
+
+    /// Send `update` to every watcher without making it the snapshot (a delta, a part).
+    pub fn broadcast(&self, update: pb::RosterUpdate) {
+        if let Some(tx) = self.shared.updates.lock().as_ref() {
+            let _ = tx.send(update);
+        }
+    }
+
     pub fn watches(&self) -> Vec<pb::WatchRequest> {
         self.shared.watches.lock().clone()
     }
@@ -131,6 +155,36 @@ impl FakeController {
                 .cloned()
         })
         .await
+    }
+
+    /// Serve `ReportChanges` from now on (new streams).
+    pub fn accept_changes(&self) {
+        self.shared
+            .changes
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Ask the open `ReportChanges` stream for a complete report of `shop/web`.
+    pub async fn ask_resend(&self) {
+        let tx = self
+            .shared
+            .feedback
+            .lock()
+            .clone()
+            .expect("a ReportChanges stream");
+        let resend = pb::ReportFeedback {
+            resend: vec![pb::PoolRef {
+                namespace: "shop".into(),
+                name: "web".into(),
+            }],
+            summary: None,
+        };
+        tx.send(Ok(resend)).await.expect("stream open");
+    }
+
+    /// For each report so far, whether it came on `ReportChanges`.
+    pub fn report_kinds(&self) -> Vec<bool> {
+        self.shared.report_kinds.lock().clone()
     }
 
     pub fn reports(&self) -> Vec<pb::HealthReport> {
@@ -188,6 +242,15 @@ impl Roster for Service {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
+    type ReportChangesStream = ReceiverStream<Result<pb::ReportFeedback, Status>>;
+
+    async fn report_changes(
+        &self,
+        request: Request<Streaming<pb::HealthReport>>,
+    ) -> Result<Response<Self::ReportChangesStream>, Status> {
+        self.changes(request).await
+    }
+
     async fn report(
         &self,
         request: Request<Streaming<pb::HealthReport>>,
@@ -202,11 +265,47 @@ impl Roster for Service {
                     Some(report) => {
                         accepted += 1;
                         self.shared.reports.lock().push(report);
+                        self.shared.report_kinds.lock().push(false);
                     }
                     None => return Ok(Response::new(pb::ReportSummary { accepted, ignored: 0 })),
                 },
             }
         }
+    }
+}
+
+impl Service {
+    async fn changes(
+        &self,
+        request: Request<Streaming<pb::HealthReport>>,
+    ) -> Result<Response<ReceiverStream<Result<pb::ReportFeedback, Status>>>, Status> {
+        if !self
+            .shared
+            .changes
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(Status::unimplemented("no ReportChanges here"));
+        }
+        let mut inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(16);
+        *self.shared.feedback.lock() = Some(tx);
+        let shared = Arc::clone(&self.shared);
+        let mut stop = self.stop.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stopped(&mut stop) => return,
+                    message = inbound.message() => match message {
+                        Ok(Some(report)) => {
+                            shared.reports.lock().push(report);
+                            shared.report_kinds.lock().push(true);
+                        }
+                        _ => return,
+                    },
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
 
@@ -253,6 +352,34 @@ pub fn roster(version: u64, endpoints: &[SocketAddr], policy_json: &str) -> pb::
             policy_json: policy_json.into(),
             service: "shop/web:80".into(),
         })),
+        continued: false,
+    }
+}
+
+/// A `shop/web` delta from `base` to `version`: `removed` leave, `added` arrive ready.
+pub fn delta(
+    version: u64,
+    base: u64,
+    removed: &[SocketAddr],
+    added: &[SocketAddr],
+) -> pb::RosterUpdate {
+    let Some(pb::roster_update::State::Roster(r)) = roster(version, added, "").state else {
+        unreachable!("roster() makes a roster")
+    };
+    pb::RosterUpdate {
+        state: Some(pb::roster_update::State::Delta(pb::RosterDelta {
+            base_version: base,
+            upserted: r.endpoints,
+            removed: removed
+                .iter()
+                .map(|a| pb::EndpointAddress {
+                    ip: a.ip().to_string(),
+                    port: a.port().into(),
+                })
+                .collect(),
+            ..Default::default()
+        })),
+        ..roster(version, &[], "")
     }
 }
 

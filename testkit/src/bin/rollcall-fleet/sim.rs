@@ -1,12 +1,14 @@
 //! Simulated sidecars, in their own process so their CPU is not the controller's: each one a
 //! real `rollcall.v1.Roster` client on its own HTTP/2 connection, with a Watch stream for its
-//! pools and a Report stream that sends its pools' complete health when a roster arrives and a
-//! heartbeat now and then, as `rollcall-sidecar` does. Every roster message received is printed
+//! pools (deltas accepted, assembled as the sidecar does) and a ReportChanges stream that sends
+//! a pool's complete health (in parts) when a complete roster arrives, what changed when a
+//! delta does, and a heartbeat now and then, as `rollcall-sidecar` does. Every roster message received is printed
 //! as one JSON line (`{"sidecar", "pool", "version", "endpoints", "at_ms"}`) for the driver.
 
 use std::io::Write;
 use std::time::Duration;
 
+use rollcall_api::delta::Assembler;
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::proto::v1::roster_client::RosterClient;
 use tokio::sync::mpsc;
@@ -31,15 +33,17 @@ fn pool_ref((ns, name): &(String, String)) -> pb::PoolRef {
     }
 }
 
-/// Health for every endpoint of `roster`, all healthy: what a sidecar reports on a new roster.
-fn health(pool: pb::PoolRef, version: u64, roster: &pb::PoolRoster) -> pb::PoolHealth {
+/// Health for every endpoint of the roster, all healthy: what a sidecar reports on a new roster.
+fn health<'a>(
+    pool: pb::PoolRef,
+    version: u64,
+    endpoints: impl Iterator<Item = &'a pb::Endpoint>,
+) -> pb::PoolHealth {
     pb::PoolHealth {
         pool: Some(pool),
         roster_version: version,
         panic: false,
-        endpoints: roster
-            .endpoints
-            .iter()
+        endpoints: endpoints
             .map(|e| pb::EndpointHealth {
                 ip: e.ip.clone(),
                 port: e.port,
@@ -51,6 +55,27 @@ fn health(pool: pb::PoolRef, version: u64, roster: &pb::PoolRoster) -> pb::PoolH
             .collect(),
         ..Default::default()
     }
+}
+
+/// A complete report as `ReportChanges` carries it: parts of at most 256 entries.
+fn in_parts(mut health: pb::PoolHealth) -> Vec<pb::PoolHealth> {
+    let entries = std::mem::take(&mut health.endpoints);
+    let chunks: Vec<&[pb::EndpointHealth]> = if entries.is_empty() {
+        vec![&[]]
+    } else {
+        entries.chunks(256).collect()
+    };
+    let n = chunks.len();
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| pb::PoolHealth {
+            endpoints: chunk.to_vec(),
+            complete: i == 0,
+            continued: i + 1 < n,
+            ..health.clone()
+        })
+        .collect()
 }
 
 /// Run one sidecar until the process ends, reconnecting with a short back-off.
@@ -82,6 +107,7 @@ pub async fn run(
         let request = pb::WatchRequest {
             sidecar: Some(identity.clone()),
             pools: sim.pools.iter().map(pool_ref).collect(),
+            accepts_deltas: true,
         };
         let Ok(stream) = client.watch(request).await else {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -96,10 +122,22 @@ pub async fn run(
             })
             .await;
         let mut reporter = client.clone();
+        let index = sim.index;
         let report_task = tokio::spawn(async move {
-            let _ = reporter
-                .report(tokio_stream::wrappers::ReceiverStream::new(reports_rx))
-                .await;
+            let Ok(response) = reporter
+                .report_changes(tokio_stream::wrappers::ReceiverStream::new(reports_rx))
+                .await
+            else {
+                return;
+            };
+            // Every pool is reported whole before its changes, so the controller has no
+            // reason to ask back; say so if it does.
+            let mut feedback = response.into_inner();
+            while let Ok(Some(message)) = feedback.message().await {
+                if !message.resend.is_empty() {
+                    eprintln!("sim-{index}: the controller asks for complete reports");
+                }
+            }
         });
         let beat = reports_tx.clone();
         let beats = tokio::spawn(async move {
@@ -110,23 +148,44 @@ pub async fn run(
                 }
             }
         });
+        let mut assembler = Assembler::new();
         while let Ok(Some(update)) = stream.message().await {
             let at = now_ms();
             let Some(pool) = update.pool.clone() else {
                 continue;
             };
-            let endpoints = match &update.state {
-                Some(pb::roster_update::State::Roster(r)) => {
-                    let _ = reports_tx
-                        .send(pb::HealthReport {
-                            sidecar: None,
-                            pools: vec![health(pool.clone(), update.version, r)],
-                        })
-                        .await;
-                    r.endpoints.len()
+            // Deltas and parts are put together as the sidecar does; a state counts as
+            // received when its last part is in.
+            let version = match assembler.track(&update) {
+                Ok(Some(version)) => version,
+                Ok(None) => continue,
+                Err(error) => {
+                    eprintln!("sim-{}: {error}; reconnecting", sim.index);
+                    break;
                 }
-                _ => 0,
             };
+            let endpoints = assembler.held(&pool);
+            let reports = match &update.state {
+                // A delta: its new endpoints are healthy, its removed ones no longer reported.
+                Some(pb::roster_update::State::Delta(d)) if d.base_version < update.version => {
+                    let mut changes = health(pool.clone(), version, d.upserted.iter());
+                    changes.removed.clone_from(&d.removed);
+                    vec![changes]
+                }
+                // A complete state: reported whole, in parts as the sidecar sends it.
+                Some(pb::roster_update::State::Roster(_) | pb::roster_update::State::Delta(_)) => {
+                    in_parts(health(pool.clone(), version, assembler.endpoints(&pool)))
+                }
+                _ => Vec::new(),
+            };
+            for report in reports {
+                let _ = reports_tx
+                    .send(pb::HealthReport {
+                        sidecar: None,
+                        pools: vec![report],
+                    })
+                    .await;
+            }
             let line = serde_json::json!({
                 "sidecar": sim.index, "pool": format!("{}/{}", pool.namespace, pool.name),
                 "version": update.version, "endpoints": endpoints, "at_ms": at,
