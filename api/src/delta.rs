@@ -4,7 +4,8 @@
 //! previous version when it is small, the complete state in parts of at most [`PART_ENDPOINTS`]
 //! endpoints otherwise). The sidecar side: an [`Assembler`] per stream that applies what arrives
 //! to what it holds and hands on complete states only, so nothing past it ever sees a delta or
-//! half a roster.
+//! half a roster. What it holds outlives the stream, so a reconnect can name it (`held`) and
+//! be answered with an empty delta instead of the complete roster again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
@@ -96,6 +97,7 @@ pub fn delta_message(
     base_version: u64,
     change: &RosterChange<'_>,
     next: &Roster,
+    fingerprint: &[u8],
 ) -> Result<Option<pb::RosterUpdate>, serde_json::Error> {
     if change.len() > PART_ENDPOINTS {
         return Ok(None);
@@ -120,12 +122,34 @@ pub fn delta_message(
         version,
         state: Some(pb::roster_update::State::Delta(delta)),
         continued: false,
+        fingerprint: fingerprint.to_vec(),
     }))
+}
+
+/// The message that resumes a roster a caller holds from an earlier stream and that equals the
+/// current one: an empty delta from `held` to `version`.
+pub fn resume_message(
+    pool: &pb::PoolRef,
+    version: u64,
+    held: u64,
+    fingerprint: &[u8],
+) -> pb::RosterUpdate {
+    pb::RosterUpdate {
+        pool: Some(pool.clone()),
+        version,
+        state: Some(pb::roster_update::State::Delta(pb::RosterDelta {
+            base_version: held,
+            ..Default::default()
+        })),
+        continued: false,
+        fingerprint: fingerprint.to_vec(),
+    }
 }
 
 /// A complete state as the messages of a delta-capable stream: itself when it is small or not a
 /// roster, otherwise a first `roster` part with the policy and the first endpoints, then deltas
-/// of the same version adding the rest, every part but the last marked `continued`.
+/// of the same version adding the rest, every part but the last marked `continued` and only
+/// the last carrying the fingerprint.
 pub fn parts(update: &pb::RosterUpdate) -> Vec<pb::RosterUpdate> {
     let Some(pb::roster_update::State::Roster(roster)) = &update.state else {
         return vec![update.clone()];
@@ -144,6 +168,7 @@ pub fn parts(update: &pb::RosterUpdate) -> Vec<pb::RosterUpdate> {
             service: roster.service.clone(),
         })),
         continued: true,
+        fingerprint: Vec::new(),
     }];
     for chunk in chunks {
         out.push(pb::RosterUpdate {
@@ -155,12 +180,23 @@ pub fn parts(update: &pb::RosterUpdate) -> Vec<pb::RosterUpdate> {
                 ..Default::default()
             })),
             continued: true,
+            fingerprint: Vec::new(),
         });
     }
     if let Some(last) = out.last_mut() {
         last.continued = false;
+        last.fingerprint.clone_from(&update.fingerprint);
     }
     out
+}
+
+/// The digest of a complete roster that `fingerprint` carries: SHA-256 of its wire form, which
+/// is deterministic (endpoints in address order, the policy as one JSON text).
+pub fn fingerprint(roster: &pb::PoolRoster) -> Vec<u8> {
+    let bytes = prost::Message::encode_to_vec(roster);
+    ring::digest::digest(&ring::digest::SHA256, &bytes)
+        .as_ref()
+        .to_vec()
 }
 
 fn address(a: SocketAddr) -> pb::EndpointAddress {
@@ -211,6 +247,8 @@ struct Held {
     version: u64,
     /// More parts of `version` are to come.
     pending: bool,
+    /// Of the complete roster, when the controller sent one.
+    fingerprint: Vec<u8>,
     endpoints: BTreeMap<SocketAddr, pb::Endpoint>,
     policy_json: String,
     service: String,
@@ -241,6 +279,7 @@ impl Assembler {
                         service: held.service.clone(),
                     })),
                     continued: false,
+                    fingerprint: held.fingerprint.clone(),
                 }))
             }
         }
@@ -269,6 +308,7 @@ impl Assembler {
                         let held = Held {
                             version: message.version,
                             pending: message.continued,
+                            fingerprint: message.fingerprint.clone(),
                             endpoints,
                             policy_json: roster.policy_json.clone(),
                             service: roster.service.clone(),
@@ -341,6 +381,7 @@ impl Assembler {
                 }
                 held.version = message.version;
                 held.pending = message.continued;
+                held.fingerprint.clone_from(&message.fingerprint);
                 Ok(if held.pending {
                     Step::Partial
                 } else {
@@ -353,6 +394,28 @@ impl Assembler {
                 Ok(Step::Whole)
             }
         }
+    }
+
+    /// A new stream begins: what it completed stays the base for resuming (`held`), what was
+    /// still in parts is dropped.
+    pub fn new_stream(&mut self) {
+        self.pools.retain(|_, held| !held.pending);
+    }
+
+    /// The complete rosters held, for `WatchRequest.held`: those with a fingerprint.
+    pub fn held_rosters(&self) -> Vec<pb::HeldRoster> {
+        self.pools
+            .iter()
+            .filter(|(_, h)| !h.pending && !h.fingerprint.is_empty())
+            .map(|((namespace, name), h)| pb::HeldRoster {
+                pool: Some(pb::PoolRef {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                }),
+                version: h.version,
+                fingerprint: h.fingerprint.clone(),
+            })
+            .collect()
     }
 
     /// How many endpoints `pool` holds on this stream.

@@ -49,11 +49,20 @@ fn full(version: u64, r: &Roster) -> pb::RosterUpdate {
 fn messages(base: Option<(u64, &Roster)>, version: u64, next: &Roster) -> Vec<pb::RosterUpdate> {
     if let Some((base_version, base)) = base {
         let change = diff(base, next);
-        if let Some(m) = delta_message(&pool(), version, base_version, &change, next).unwrap() {
+        let Some(pb::roster_update::State::Roster(wire)) = full(version, next).state else {
+            unreachable!("a roster")
+        };
+        let fp = fingerprint(&wire);
+        if let Some(m) = delta_message(&pool(), version, base_version, &change, next, &fp).unwrap()
+        {
             return vec![m];
         }
     }
-    parts(&full(version, next))
+    let mut whole = full(version, next);
+    if let Some(pb::roster_update::State::Roster(wire)) = &whole.state {
+        whole.fingerprint = fingerprint(wire);
+    }
+    parts(&whole)
 }
 
 fn receive(asm: &mut Assembler, messages: Vec<pb::RosterUpdate>) -> Option<Roster> {
@@ -174,7 +183,7 @@ fn diff_names_exactly_what_changed() {
     let other = roster(next.endpoints.clone(), Algorithm::LeastRequest);
     let change = diff(&next, &other);
     assert!(change.policy_changed && change.upserted.is_empty() && change.removed.is_empty());
-    let m = delta_message(&pool(), 9, 8, &change, &other)
+    let m = delta_message(&pool(), 9, 8, &change, &other, &[])
         .unwrap()
         .unwrap();
     let Some(pb::roster_update::State::Delta(d)) = m.state else {
@@ -191,7 +200,10 @@ fn a_large_change_goes_as_the_complete_state_in_small_parts() {
         Algorithm::RoundRobin,
     );
     let change = diff(&base, &next);
-    assert_eq!(delta_message(&pool(), 2, 1, &change, &next).unwrap(), None);
+    assert_eq!(
+        delta_message(&pool(), 2, 1, &change, &next, &[]).unwrap(),
+        None
+    );
     let sent = parts(&full(2, &next));
     assert_eq!(sent.len(), 1000_usize.div_ceil(PART_ENDPOINTS));
     assert!(
@@ -218,7 +230,7 @@ fn a_delta_on_the_wrong_base_is_refused_and_forgets_the_pool() {
     );
     receive(&mut asm, messages(None, 5, &one));
     let change = diff(&one, &two);
-    let stale = delta_message(&pool(), 7, 4, &change, &two)
+    let stale = delta_message(&pool(), 7, 4, &change, &two, &[])
         .unwrap()
         .unwrap();
     let err = asm.accept(stale).unwrap_err();
@@ -228,7 +240,7 @@ fn a_delta_on_the_wrong_base_is_refused_and_forgets_the_pool() {
     );
     assert!(err.to_string().contains("holds version 5"), "{err}");
     // Even the right base now fails: the stream must start over with a snapshot.
-    let right = delta_message(&pool(), 6, 5, &change, &two)
+    let right = delta_message(&pool(), 6, 5, &change, &two, &[])
         .unwrap()
         .unwrap();
     assert!(matches!(
@@ -238,7 +250,7 @@ fn a_delta_on_the_wrong_base_is_refused_and_forgets_the_pool() {
     // A version that does not move forward is no delta either.
     let mut asm = Assembler::new();
     receive(&mut asm, messages(None, 5, &one));
-    let same = delta_message(&pool(), 5, 5, &change, &two)
+    let same = delta_message(&pool(), 5, 5, &change, &two, &[])
         .unwrap()
         .unwrap();
     assert!(matches!(
@@ -265,6 +277,7 @@ fn removing_an_address_not_held_or_naming_a_bad_one_is_refused() {
         version: 6,
         state: Some(pb::roster_update::State::Delta(d.clone())),
         continued: false,
+        fingerprint: Vec::new(),
     };
     assert!(matches!(
         asm.accept(message(&delta)),
@@ -290,10 +303,11 @@ fn unavailable_passes_through_and_leaves_no_base() {
             message: "no Service".into(),
         })),
         continued: false,
+        fingerprint: Vec::new(),
     };
     assert_eq!(asm.accept(gone.clone()).unwrap(), Assembled::Complete(gone));
     let change = diff(&one, &one);
-    let delta = delta_message(&pool(), 7, 6, &change, &one)
+    let delta = delta_message(&pool(), 7, 6, &change, &one, &[])
         .unwrap()
         .unwrap();
     assert!(matches!(
@@ -316,4 +330,67 @@ fn a_roster_with_an_unusable_address_passes_through_for_the_receiver_to_refuse()
     let mut asm = Assembler::new();
     assert_eq!(asm.accept(bad.clone()).unwrap(), Assembled::Complete(bad));
     assert_eq!(asm.endpoints(&pool()).count(), 0);
+}
+
+#[test]
+fn what_a_stream_completed_is_held_across_streams_and_resumed_by_an_empty_delta() {
+    let r = roster(
+        (0..600).map(|i| endpoint(i, 1, true)).collect(),
+        Algorithm::RoundRobin,
+    );
+    let mut asm = Assembler::new();
+    receive(&mut asm, messages(None, 4, &r));
+    let held = asm.held_rosters();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].version, 4);
+    let Some(pb::roster_update::State::Roster(wire)) = full(4, &r).state else {
+        unreachable!()
+    };
+    assert_eq!(
+        held[0].fingerprint,
+        fingerprint(&wire),
+        "the fingerprint of the last part"
+    );
+
+    asm.new_stream();
+    let resumed = resume_message(&pool(), 9, 4, &held[0].fingerprint);
+    assert!(
+        prost::Message::encoded_len(&resumed) < 100,
+        "a resume is tiny"
+    );
+    let Assembled::Complete(update) = asm.accept(resumed).unwrap() else {
+        panic!("an empty delta completes the held roster");
+    };
+    assert_eq!(update.version, 9);
+    assert_eq!(update.fingerprint, held[0].fingerprint);
+    let PoolState::Roster(got) = RosterUpdate::try_from(update).unwrap().state else {
+        panic!("a roster");
+    };
+    assert_eq!(got, r);
+
+    // Half a state in parts is no base: a new stream forgets it.
+    let mut asm = Assembler::new();
+    let sent = messages(None, 4, &r);
+    assert_eq!(asm.accept(sent[0].clone()).unwrap(), Assembled::Partial);
+    asm.new_stream();
+    assert!(asm.held_rosters().is_empty());
+    assert!(asm.accept(resume_message(&pool(), 9, 4, &[1])).is_err());
+}
+
+#[test]
+fn the_same_roster_has_the_same_fingerprint_and_any_change_another() {
+    let r = roster(
+        (0..5).map(|i| endpoint(i, 1, true)).collect(),
+        Algorithm::RoundRobin,
+    );
+    let wire = |r: &Roster| match full(1, r).state {
+        Some(pb::roster_update::State::Roster(w)) => w,
+        _ => unreachable!(),
+    };
+    assert_eq!(fingerprint(&wire(&r)), fingerprint(&wire(&r.clone())));
+    let mut weighted = r.clone();
+    weighted.endpoints[2].weight = 2;
+    assert_ne!(fingerprint(&wire(&r)), fingerprint(&wire(&weighted)));
+    let other = roster(r.endpoints.clone(), Algorithm::LeastRequest);
+    assert_ne!(fingerprint(&wire(&r)), fingerprint(&wire(&other)));
 }

@@ -8,8 +8,9 @@ use std::net::{IpAddr, SocketAddr};
 use crate::policy::PoolPolicy;
 use crate::proto::v1 as pb;
 use crate::roster::{
-    Endpoint, EndpointHealth, EndpointState, HealthReport, PoolHealth, PoolRef, PoolState, Refusal,
-    Roster, RosterUpdate, SidecarId, UnavailableReason, WatchRequest, valid_name,
+    Endpoint, EndpointHealth, EndpointState, HealthReport, HeldRoster, PoolHealth, PoolRef,
+    PoolState, Refusal, Roster, RosterUpdate, SidecarId, UnavailableReason, WatchRequest,
+    valid_name,
 };
 
 /// Why an inbound message was refused.
@@ -101,6 +102,15 @@ impl From<&WatchRequest> for pb::WatchRequest {
             sidecar: Some((&w.sidecar).into()),
             pools: w.pools.iter().map(Into::into).collect(),
             accepts_deltas: w.accepts_deltas,
+            held: w
+                .held
+                .iter()
+                .map(|h| pb::HeldRoster {
+                    pool: Some((&h.pool).into()),
+                    version: h.version,
+                    fingerprint: h.fingerprint.clone(),
+                })
+                .collect(),
         }
     }
 }
@@ -116,6 +126,17 @@ impl TryFrom<pb::WatchRequest> for WatchRequest {
                 .map(TryInto::try_into)
                 .collect::<Result<_, _>>()?,
             accepts_deltas: w.accepts_deltas,
+            held: w
+                .held
+                .into_iter()
+                .map(|h| {
+                    Ok(HeldRoster {
+                        pool: pool_ref(h.pool)?,
+                        version: h.version,
+                        fingerprint: h.fingerprint,
+                    })
+                })
+                .collect::<Result<_, EdgeError>>()?,
         })
     }
 }
@@ -242,6 +263,7 @@ impl TryFrom<&RosterUpdate> for pb::RosterUpdate {
             version: u.version,
             state: Some(state),
             continued: false,
+            fingerprint: Vec::new(),
         })
     }
 }

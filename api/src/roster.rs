@@ -36,6 +36,16 @@ pub struct WatchRequest {
     pub pools: Vec<PoolRef>,
     /// The caller assembles deltas and multi-part states (`crate::delta::Assembler`).
     pub accepts_deltas: bool,
+    /// Rosters the caller holds from an earlier stream.
+    pub held: Vec<HeldRoster>,
+}
+
+/// A roster a sidecar holds: which version, and its fingerprint (`crate::delta::fingerprint`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldRoster {
+    pub pool: PoolRef,
+    pub version: u64,
+    pub fingerprint: Vec<u8>,
 }
 
 /// One endpoint of a roster, with its EndpointSlice conditions.

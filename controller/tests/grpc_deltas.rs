@@ -23,6 +23,7 @@ async fn watch_deltas(
         sidecar,
         pools: vec![pool("web")],
         accepts_deltas: true,
+        held: Vec::new(),
     };
     c.watch(pb::WatchRequest::from(&req))
         .await
@@ -146,4 +147,64 @@ async fn a_sidecar_without_deltas_gets_every_state_complete_in_one_message() {
         RosterUpdate::try_from(msg).unwrap().state,
         reweighted(n, 0, 4)
     );
+}
+
+#[tokio::test]
+async fn a_reconnect_naming_the_roster_it_holds_gets_an_empty_delta_not_the_roster_again() {
+    let srv = start(Limits::default()).await;
+    let n = 2 * PART_ENDPOINTS;
+    srv.state.hub.publish(&pool("web"), roster(n), 100).unwrap();
+    let mut c = client(srv.addr).await;
+    let mut asm = Assembler::new();
+    let mut s = watch_deltas(&mut c, "front-r1").await;
+    let (raw, _) = next_state(&mut s, &mut asm).await;
+    assert!(raw.len() > 1, "the first stream gets the roster in parts");
+    drop(s);
+
+    // The controller restarted, say: same roster, a newer version.
+    let v2 = srv
+        .state
+        .hub
+        .publish(&pool("web"), reweighted(n, 0, 1), 100);
+    assert_eq!(v2, None, "the same roster is not a new version");
+    srv.state
+        .hub
+        .publish(&pool("web"), reweighted(n, 0, 9), 100)
+        .unwrap();
+    let v3 = srv.state.hub.publish(&pool("web"), roster(n), 100).unwrap();
+    asm.new_stream();
+    let held = asm.held_rosters();
+    let watch_holding = |c: &mut pb::roster_client::RosterClient<tonic::transport::Channel>,
+                         held: Vec<pb::HeldRoster>| {
+        let mut sidecar = sidecar();
+        sidecar.pod = "front-r1".into();
+        let mut req = pb::WatchRequest::from(&WatchRequest {
+            sidecar,
+            pools: vec![pool("web")],
+            accepts_deltas: true,
+            held: Vec::new(),
+        });
+        req.held = held;
+        let mut c = c.clone();
+        async move { c.watch(req).await.unwrap().into_inner() }
+    };
+    let mut s = watch_holding(&mut c, held.clone()).await;
+    let (raw, state) = next_state(&mut s, &mut asm).await;
+    assert_eq!(raw.len(), 1);
+    assert!(
+        is_delta(&raw[0]) && prost::Message::encoded_len(&raw[0]) < 120,
+        "{:?}",
+        raw[0]
+    );
+    assert_eq!((state.version, state.state), (v3, roster(n)));
+    drop(s);
+
+    // Holding something else (an older fingerprint): the complete roster, in parts.
+    let mut stale = held;
+    stale[0].fingerprint = vec![0; 32];
+    let mut fresh = Assembler::new();
+    let mut s = watch_holding(&mut c, stale).await;
+    let (raw, state) = next_state(&mut s, &mut fresh).await;
+    assert!(raw.len() > 1 && !is_delta(&raw[0]));
+    assert_eq!(state.state, roster(n));
 }

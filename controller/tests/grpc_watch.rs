@@ -158,6 +158,7 @@ async fn malformed_messages_are_refused_and_the_server_keeps_serving() {
             name: "web".into(),
         }],
         accepts_deltas: false,
+        held: Vec::new(),
     };
     let err = c.watch(bad_ref).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -187,6 +188,7 @@ async fn oversized_messages_are_refused_and_the_server_keeps_serving() {
             name: "x".repeat(2000),
         }],
         accepts_deltas: false,
+        held: Vec::new(),
     };
     let err = c.watch(huge).await.unwrap_err();
     assert_eq!(err.code(), Code::OutOfRange, "{err}");
@@ -196,6 +198,7 @@ async fn oversized_messages_are_refused_and_the_server_keeps_serving() {
         sidecar: sidecar(),
         pools: many.iter().map(|p| pool(p)).collect(),
         accepts_deltas: false,
+        held: Vec::new(),
     };
     let err = c.watch(pb::WatchRequest::from(&req)).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);

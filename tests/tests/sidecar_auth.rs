@@ -95,6 +95,7 @@ fn watch_request(who: &PodIdentity, pools: &[(&str, &str)]) -> pb::WatchRequest 
             })
             .collect(),
         accepts_deltas: false,
+        held: Vec::new(),
     }
 }
 

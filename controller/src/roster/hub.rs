@@ -33,6 +33,9 @@ pub struct Published {
     /// The change from the previous version, for delta-capable streams that hold it; `None`
     /// when there is no previous roster or the change is as large as a part.
     pub delta: Option<Delta>,
+    /// Digest of the complete roster (`rollcall_api::delta::fingerprint`); empty when the pool
+    /// has none. A sidecar that holds a roster with this fingerprint needs no snapshot.
+    pub fingerprint: Vec<u8>,
     /// The roster's endpoint addresses (none when unavailable): what reports are checked
     /// against, built once per version instead of once per report.
     pub addresses: HashSet<SocketAddr>,
@@ -205,6 +208,7 @@ fn delta(
     version: u64,
     previous: Option<&Published>,
     next: &PoolState,
+    fingerprint: &[u8],
 ) -> Option<Delta> {
     let previous = previous?;
     let (PoolState::Roster(base), PoolState::Roster(next)) = (&previous.update.state, next) else {
@@ -212,7 +216,14 @@ fn delta(
     };
     let change = rollcall_api::delta::diff(base, next);
     let base_version = previous.update.version;
-    match rollcall_api::delta::delta_message(&pool.into(), version, base_version, &change, next) {
+    match rollcall_api::delta::delta_message(
+        &pool.into(),
+        version,
+        base_version,
+        &change,
+        next,
+        fingerprint,
+    ) {
         Ok(message) => message.map(|m| Delta {
             base: base_version,
             wire: EncodedRosterUpdate::new(&m),
@@ -233,7 +244,10 @@ fn encode(
         state,
     };
     match pb::RosterUpdate::try_from(&update) {
-        Ok(message) => {
+        Ok(mut message) => {
+            if let Some(pb::roster_update::State::Roster(roster)) = &message.state {
+                message.fingerprint = rollcall_api::delta::fingerprint(roster);
+            }
             let wire = EncodedRosterUpdate::new(&message);
             let parts = match rollcall_api::delta::parts(&message) {
                 parts if parts.len() > 1 => parts.iter().map(EncodedRosterUpdate::new).collect(),
@@ -242,7 +256,8 @@ fn encode(
             Published {
                 wire,
                 parts,
-                delta: delta(pool, version, previous, &update.state),
+                delta: delta(pool, version, previous, &update.state, &message.fingerprint),
+                fingerprint: message.fingerprint,
                 addresses: match &update.state {
                     PoolState::Roster(roster) => roster.endpoints.iter().map(|e| e.addr).collect(),
                     PoolState::Unavailable { .. } => HashSet::new(),
@@ -267,12 +282,14 @@ fn encode(
                     message: format!("policy cannot be encoded: {e}"),
                 })),
                 continued: false,
+                fingerprint: Vec::new(),
             };
             let wire = EncodedRosterUpdate::new(&wire);
             Published {
                 update,
                 parts: vec![wire.clone()],
                 delta: None,
+                fingerprint: Vec::new(),
                 wire,
                 addresses: HashSet::new(),
                 at: Instant::now(),

@@ -13,7 +13,9 @@ use prometheus::IntGauge;
 use rollcall_api::proto::encoded::EncodedRosterUpdate;
 use rollcall_api::proto::encoded::v1 as encoded;
 use rollcall_api::proto::v1 as pb;
-use rollcall_api::roster::{HealthReport, PoolRef, PoolState, UnavailableReason, WatchRequest};
+use rollcall_api::roster::{
+    HealthReport, HeldRoster, PoolRef, PoolState, UnavailableReason, WatchRequest,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
@@ -181,8 +183,9 @@ impl encoded::roster_server::Roster for RosterService {
             }
             let mut rx = self.state.hub.subscribe(pool, now);
             let mut sent = Sent::new(deltas);
+            let held = request.held.iter().find(|h| &h.pool == pool);
             if let Some(p) = rx.borrow_and_update().as_ref() {
-                snapshot.extend(sent.messages(p));
+                snapshot.extend(sent.first(p, held));
             }
             receivers.push((rx, sent));
         }
@@ -444,6 +447,33 @@ impl Sent {
         }
     }
 
+    /// The snapshot of a pool: nothing or an empty delta when the caller already holds its
+    /// current roster (`held` from an earlier stream, same fingerprint), else its messages.
+    fn first(&mut self, p: &Published, held: Option<&HeldRoster>) -> Vec<EncodedRosterUpdate> {
+        let resumable = held.filter(|h| {
+            self.deltas
+                && !p.fingerprint.is_empty()
+                && h.fingerprint == p.fingerprint
+                && h.version <= p.update.version
+        });
+        let Some(held) = resumable else {
+            return self.messages(p);
+        };
+        self.version = Some(p.update.version);
+        if held.version == p.update.version {
+            return Vec::new();
+        }
+        let pool = (&p.update.pool).into();
+        vec![EncodedRosterUpdate::new(
+            &rollcall_api::delta::resume_message(
+                &pool,
+                p.update.version,
+                held.version,
+                &p.fingerprint,
+            ),
+        )]
+    }
+
     fn messages(&mut self, p: &Published) -> Vec<EncodedRosterUpdate> {
         let held = self.version.replace(p.update.version);
         if !self.deltas {
@@ -484,6 +514,7 @@ fn forbidden(pool: &PoolRef) -> EncodedRosterUpdate {
             ),
         })),
         continued: false,
+        fingerprint: Vec::new(),
     })
 }
 
@@ -574,5 +605,36 @@ mod tests {
         hub.publish(&web, roster(&[1]), 10).unwrap();
         let back = current.messages(&hub.current(&web).unwrap());
         assert!(!is_delta(&back[0]));
+    }
+
+    #[test]
+    fn a_caller_holding_the_current_roster_gets_no_snapshot_and_then_deltas() {
+        let hub = RosterHub::new();
+        hub.mark_synced(1, []);
+        let web = PoolRef::new("shop", "web");
+        hub.publish(&web, roster(&[1, 1]), 10).unwrap();
+        let p = hub.current(&web).unwrap();
+        let held = HeldRoster {
+            pool: web.clone(),
+            version: p.update.version,
+            fingerprint: p.fingerprint.clone(),
+        };
+        let mut sent = Sent::new(true);
+        assert!(sent.first(&p, Some(&held)).is_empty(), "it has it already");
+        hub.publish(&web, roster(&[1, 2]), 10).unwrap();
+        let next = sent.messages(&hub.current(&web).unwrap());
+        assert!(
+            next.len() == 1 && is_delta(&next[0]),
+            "the next change is a delta"
+        );
+        // A caller without deltas cannot resume: it always gets the complete roster.
+        let mut legacy = Sent::new(false);
+        let p = hub.current(&web).unwrap();
+        let held = HeldRoster {
+            version: p.update.version,
+            fingerprint: p.fingerprint.clone(),
+            ..held
+        };
+        assert_eq!(legacy.first(&p, Some(&held)), vec![p.wire.clone()]);
     }
 }

@@ -110,6 +110,7 @@ pub async fn watch_as(
         sidecar,
         pools: pools.iter().map(|p| pool(p)).collect(),
         accepts_deltas: false,
+        held: Vec::new(),
     };
     c.watch(pb::WatchRequest::from(&req))
         .await

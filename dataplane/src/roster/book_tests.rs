@@ -31,6 +31,7 @@ fn roster(version: u64, endpoints: Vec<pb::Endpoint>, policy_json: &str) -> pb::
             service: "shop/web:80".into(),
         })),
         continued: false,
+        fingerprint: Vec::new(),
     }
 }
 

@@ -1,5 +1,6 @@
-//! The roster client: one `Watch` stream at a time, each message through the stream's delta
-//! `Assembler` (deltas and parts become complete states) and the `Book`, the
+//! The roster client: one `Watch` stream at a time, each message through the delta
+//! `Assembler` (deltas and parts become complete states; what it holds is named on the next
+//! stream, so a reconnect resends nothing unchanged) and the `Book`, the
 //! resulting configuration into `Runtime::apply`. When the stream fails or ends the pools keep
 //! their last roster and the client reconnects after a jittered back-off; the back-off starts
 //! over once a stream has delivered a message.
@@ -24,20 +25,25 @@ pub(super) async fn run(
         sidecar: options.sidecar.clone(),
         pools: options.pools.iter().map(|b| b.pool.clone()).collect(),
         accepts_deltas: true,
+        held: Vec::new(),
     });
     let mut book = Book::new(&options.pools);
+    // What the streams delivered, kept across them so a reconnect can name what it holds.
+    let mut assembler = Assembler::new();
     let mut attempt: u32 = 0;
     // One warning per outage: the stream's end or the first failed attempt, not every retry.
     let mut outage_logged = false;
     let metrics = Arc::clone(runtime.metrics());
     loop {
         book.new_stream();
-        match client.watch(request.clone()).await {
+        assembler.new_stream();
+        let mut request = request.clone();
+        request.held = assembler.held_rosters();
+        match client.watch(request).await {
             Ok(response) => {
                 tracing::info!(controller = %options.controller, "watching rosters");
                 metrics.controller_connected.set(1);
                 let mut stream = response.into_inner();
-                let mut assembler = Assembler::new();
                 loop {
                     match stream.message().await {
                         Ok(Some(message)) => {
@@ -46,7 +52,8 @@ pub(super) async fn run(
                                 Ok(Assembled::Partial) => continue,
                                 Err(error) => {
                                     // The stream and this sidecar disagree on what it holds;
-                                    // a new stream starts with complete states.
+                                    // the pool is forgotten (`accept` dropped it), so the new
+                                    // stream sends it complete.
                                     outage_logged = true;
                                     tracing::warn!(controller = %options.controller, %error, "roster delta does not apply; reconnecting for a snapshot");
                                     metrics

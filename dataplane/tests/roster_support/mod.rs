@@ -353,6 +353,7 @@ pub fn roster(version: u64, endpoints: &[SocketAddr], policy_json: &str) -> pb::
             service: "shop/web:80".into(),
         })),
         continued: false,
+        fingerprint: Vec::new(),
     }
 }
 

@@ -90,7 +90,10 @@ pub async fn run(
         namespace: sim.pools.first().map(|p| p.0.clone()).unwrap_or_default(),
         instance: format!("{}-{}", std::process::id(), sim.index),
     };
+    // Kept across reconnects, as the sidecar keeps it: a new stream names what it holds.
+    let mut assembler = Assembler::new();
     loop {
+        assembler.new_stream();
         let Ok(endpoint) = Endpoint::from_shared(controller.clone()) else {
             return;
         };
@@ -108,6 +111,7 @@ pub async fn run(
             sidecar: Some(identity.clone()),
             pools: sim.pools.iter().map(pool_ref).collect(),
             accepts_deltas: true,
+            held: assembler.held_rosters(),
         };
         let Ok(stream) = client.watch(request).await else {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -148,7 +152,7 @@ pub async fn run(
                 }
             }
         });
-        let mut assembler = Assembler::new();
+        let mut reported = std::collections::HashSet::new();
         while let Ok(Some(update)) = stream.message().await {
             let at = now_ms();
             let Some(pool) = update.pool.clone() else {
@@ -165,9 +169,13 @@ pub async fn run(
                 }
             };
             let endpoints = assembler.held(&pool);
+            // The first report of a pool on a stream is complete, as the sidecar's is.
+            let first = reported.insert((pool.namespace.clone(), pool.name.clone()));
             let reports = match &update.state {
                 // A delta: its new endpoints are healthy, its removed ones no longer reported.
-                Some(pb::roster_update::State::Delta(d)) if d.base_version < update.version => {
+                Some(pb::roster_update::State::Delta(d))
+                    if d.base_version < update.version && !first =>
+                {
                     let mut changes = health(pool.clone(), version, d.upserted.iter());
                     changes.removed.clone_from(&d.removed);
                     vec![changes]
