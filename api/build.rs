@@ -10,12 +10,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        .codec_path("crate::proto::codec::SmallBufferCodec")
         .compile_fds(fds.clone())?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("encoded");
     std::fs::create_dir_all(&out)?;
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(false)
+        .codec_path("crate::proto::codec::SmallBufferCodec")
         .out_dir(&out)
         .extern_path(".rollcall.v1", "crate::proto::v1")
         .extern_path(

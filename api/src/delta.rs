@@ -13,9 +13,10 @@ use std::net::{IpAddr, SocketAddr};
 use crate::proto::v1 as pb;
 use crate::roster::{Endpoint, Roster};
 
-/// Endpoints per message, in a part of a large state and in a delta: about 12 KB on the wire,
-/// so no stream's buffers ever grow much past that however large a pool is.
-pub const PART_ENDPOINTS: usize = 256;
+/// Endpoints (or, in a report, endpoint entries) per message, in a part of a large state and
+/// in a delta: about 3 KB on the wire, so no stream's buffers ever grow much past that however
+/// large a pool is (tonic keeps them at their high-water mark for the life of the stream).
+pub const PART_ENDPOINTS: usize = 64;
 
 /// What changed from one roster to the next.
 #[derive(Debug, PartialEq)]

@@ -4,6 +4,43 @@
 
 #![allow(clippy::all, clippy::pedantic, missing_docs)]
 
+/// The protobuf codec of both servers and the client: prost's, with small buffers. tonic keeps
+/// each stream's encode and decode buffers at their high-water mark for the life of the stream,
+/// and a controller serves thousands of long-lived streams, so each starts at 2 KiB and a
+/// response stream hands its bytes to the transport once 8 KiB are pending (instead of 8 and
+/// 32 KiB); with every message small (deltas, parts of 64 endpoints) that bounds them.
+pub mod codec {
+    use std::marker::PhantomData;
+
+    use tonic::codec::{BufferSettings, Codec};
+    use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
+
+    const BUFFER: usize = 2 * 1024;
+    const YIELD_AT: usize = 8 * 1024;
+
+    #[derive(Debug, Clone, Default)]
+    pub struct SmallBufferCodec<T, U>(PhantomData<(T, U)>);
+
+    impl<T, U> Codec for SmallBufferCodec<T, U>
+    where
+        T: prost::Message + Send + 'static,
+        U: prost::Message + Default + Send + 'static,
+    {
+        type Encode = T;
+        type Decode = U;
+        type Encoder = ProstEncoder<T>;
+        type Decoder = ProstDecoder<U>;
+
+        fn encoder(&mut self) -> Self::Encoder {
+            ProstCodec::<T, U>::raw_encoder(BufferSettings::new(BUFFER, YIELD_AT))
+        }
+
+        fn decoder(&mut self) -> Self::Decoder {
+            ProstCodec::<T, U>::raw_decoder(BufferSettings::new(BUFFER, YIELD_AT))
+        }
+    }
+}
+
 /// Package `rollcall.v1`.
 pub mod v1 {
     tonic::include_proto!("rollcall.v1");

@@ -38,9 +38,9 @@ struct EndpointFacts {
     suppressed: bool,
 }
 
-/// Endpoint entries per message of a complete report in parts (`ReportChanges`): about 12 KB,
-/// so no stream's buffers grow with the pool.
-pub const PART_ENTRIES: usize = 256;
+/// Endpoint entries per message of a complete report in parts (`ReportChanges`): the same
+/// bound as a roster's parts, so no stream's buffers grow with the pool.
+pub const PART_ENTRIES: usize = rollcall_api::delta::PART_ENDPOINTS;
 
 /// What has been sent on the current stream.
 #[derive(Debug)]

@@ -57,13 +57,15 @@ fn health<'a>(
     }
 }
 
-/// A complete report as `ReportChanges` carries it: parts of at most 256 entries.
+/// A complete report as `ReportChanges` carries it: parts of at most `PART_ENDPOINTS` entries.
 fn in_parts(mut health: pb::PoolHealth) -> Vec<pb::PoolHealth> {
     let entries = std::mem::take(&mut health.endpoints);
     let chunks: Vec<&[pb::EndpointHealth]> = if entries.is_empty() {
         vec![&[]]
     } else {
-        entries.chunks(256).collect()
+        entries
+            .chunks(rollcall_api::delta::PART_ENDPOINTS)
+            .collect()
     };
     let n = chunks.len();
     chunks
