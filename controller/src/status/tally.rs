@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 
-use rollcall_api::roster::{EndpointState, PoolHealth, Refusal};
+use rollcall_api::roster::{EndpointHealth, EndpointState, PoolHealth, Refusal};
 
 use super::store::StreamId;
 
@@ -43,6 +43,16 @@ pub struct Ejecting {
     pub reason: String,
     pub since_unix_ms: u64,
     pub last_error: Option<String>,
+}
+
+impl Ejecting {
+    fn of(e: &EndpointHealth) -> Self {
+        Self {
+            reason: e.reason.clone(),
+            since_unix_ms: e.since_unix_ms,
+            last_error: e.last_error.clone(),
+        }
+    }
 }
 
 /// One reporter's latest report, compact.
@@ -103,14 +113,7 @@ impl PoolTally {
             }
             states[index] = code(e.state);
             if e.state == EndpointState::Ejected {
-                ejected.insert(
-                    slot,
-                    Ejecting {
-                        reason: e.reason.clone(),
-                        since_unix_ms: e.since_unix_ms,
-                        last_error: e.last_error.clone(),
-                    },
-                );
+                ejected.insert(slot, Ejecting::of(e));
             } else {
                 // A duplicate address: the last entry wins, as it would in a map.
                 ejected.remove(&slot);
@@ -180,14 +183,7 @@ impl PoolTally {
             }
             pending.states[index] = code(e.state);
             if e.state == EndpointState::Ejected {
-                pending.ejected.insert(
-                    slot,
-                    Ejecting {
-                        reason: e.reason.clone(),
-                        since_unix_ms: e.since_unix_ms,
-                        last_error: e.last_error.clone(),
-                    },
-                );
+                pending.ejected.insert(slot, Ejecting::of(e));
             } else {
                 pending.ejected.remove(&slot);
             }
@@ -257,11 +253,7 @@ impl PoolTally {
             let slot = self.slot_for(e.addr);
             changed |= self.set_state(id, &mut reporter, slot, code(e.state), counting);
             if e.state == EndpointState::Ejected {
-                let details = Ejecting {
-                    reason: e.reason.clone(),
-                    since_unix_ms: e.since_unix_ms,
-                    last_error: e.last_error.clone(),
-                };
+                let details = Ejecting::of(e);
                 if reporter.ejected.get(&slot) != Some(&details) {
                     reporter.ejected.insert(slot, details);
                     changed = true;

@@ -99,13 +99,23 @@ pub fn pool_health(
         .iter()
         .map(|e| endpoint_health(e, now, wall_now))
         .collect();
+    health_of(running, view, endpoints, Vec::new())
+}
+
+/// A pool's report with `endpoints` as its entries and `removed` as the addresses that left.
+fn health_of(
+    running: &Running,
+    view: &PoolView,
+    endpoints: Vec<EndpointHealth>,
+    removed: Vec<SocketAddr>,
+) -> PoolHealth {
     PoolHealth {
         pool: running.pool.clone(),
         roster_version: running.version,
         panic: view.panic,
         endpoints,
         refused: running.refused.clone(),
-        removed: Vec::new(),
+        removed,
         complete: false,
         continued: false,
     }
@@ -148,16 +158,7 @@ fn pool_changes(
         .map(|e| e.addr)
         .filter(|a| !present.contains(a))
         .collect();
-    PoolHealth {
-        pool: running.pool.clone(),
-        roster_version: running.version,
-        panic: view.panic,
-        endpoints,
-        refused: running.refused.clone(),
-        removed,
-        complete: false,
-        continued: false,
-    }
+    health_of(running, view, endpoints, removed)
 }
 
 /// A complete report as `ReportChanges` sends it: parts of at most [`PART_ENTRIES`] entries,
