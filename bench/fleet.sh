@@ -5,6 +5,7 @@
 # crash and restart. Prints one `fleet:` line per scenario (bench/README.md explains them).
 #   ./bench/fleet.sh                       # 1,000 sidecars x 10,000 endpoints, one pool and 100 pools
 #   SIDECARS=200 ENDPOINTS=2000 ./bench/fleet.sh
+#   AUTH=0 ./bench/fleet.sh                # sidecars without tokens (controller --insecure-no-auth)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIDECARS=${SIDECARS:-1000}
@@ -18,7 +19,10 @@ fi
 # Each simulated sidecar holds a connection; so does the controller for each.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 fleet="$target/release/rollcall-fleet"
+# AUTH=0: sidecars present no tokens and the controller runs --insecure-no-auth.
+auth=()
+if [ "${AUTH:-1}" = 0 ]; then auth=(--no-auth); fi
 "$fleet" run --scenario one-pool --sidecars "$SIDECARS" --endpoints "$ENDPOINTS" --pools 1 \
-  --changes "$CHANGES"
+  --changes "$CHANGES" "${auth[@]}"
 "$fleet" run --scenario 100-pools --sidecars "$SIDECARS" --endpoints "$ENDPOINTS" --pools 100 \
-  --pools-per-sidecar 10 --changes "$CHANGES"
+  --pools-per-sidecar 10 --changes "$CHANGES" "${auth[@]}"

@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use rollcall_testkit::system::{CRD_YAML, Controller, LocalApi};
+use rollcall_testkit::system::{CRD_YAML, Controller, LocalApi, identity};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -52,6 +52,11 @@ enum Cmd {
         /// A name for the `fleet:` line.
         #[arg(long, default_value = "fleet")]
         scenario: String,
+        /// Sidecars present no token and the controller runs `--insecure-no-auth` (otherwise
+        /// each simulated sidecar is a Pod with its own bound ServiceAccount token, reviewed
+        /// by the controller with TokenReview as in a cluster).
+        #[arg(long)]
+        no_auth: bool,
     },
     /// The simulated sidecars (started by `run`).
     Sim {
@@ -63,6 +68,9 @@ enum Cmd {
         pools: usize,
         #[arg(long)]
         pools_per_sidecar: usize,
+        /// One bearer token per line, line `i` for sidecar `i`.
+        #[arg(long)]
+        tokens: Option<std::path::PathBuf>,
     },
 }
 
@@ -113,6 +121,7 @@ async fn run(
     per: usize,
     changes: usize,
     scenario: &str,
+    auth: bool,
 ) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("rollcall-fleet-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -139,14 +148,44 @@ async fn run(
                 .await?;
         }
     }
-    let mut controller = Controller::start(
-        &api.kubeconfig,
-        "fleet-controller",
-        &dir,
-        // The simulated sidecars present no ServiceAccount tokens.
-        &["--insecure-no-auth".to_string()],
-    )
-    .await?;
+    // Each simulated sidecar a Pod with its own token, as the kubelet would project it.
+    let tokens = dir.join("tokens");
+    let auth_started = now_ms();
+    if auth {
+        let mut lines = String::new();
+        for i in 0..sidecars {
+            let pod = identity::create_pod(
+                &api.client,
+                world::NAMESPACE,
+                "fleet-client",
+                &sim::pod_name(i),
+            )
+            .await?;
+            let token = identity::token(
+                &api.client,
+                &pod,
+                identity::AUDIENCE,
+                Duration::from_secs(3600),
+            )
+            .await?;
+            lines.push_str(&token);
+            lines.push('\n');
+        }
+        std::fs::write(&tokens, lines)?;
+    }
+    if auth {
+        eprintln!(
+            "fleet: {sidecars} pods and tokens made in {:.1} s",
+            (now_ms() - auth_started) as f64 / 1000.0
+        );
+    }
+    let flags: Vec<String> = if auth {
+        Vec::new()
+    } else {
+        vec!["--insecure-no-auth".to_string()]
+    };
+    let mut controller =
+        Controller::start(&api.kubeconfig, "fleet-controller", &dir, &flags).await?;
     controller.wait_ready(Duration::from_secs(60)).await?;
     let pid = controller.process.pid().context("controller pid")?;
     let idle_rss = rss_mib(pid);
@@ -161,6 +200,11 @@ async fn run(
             &pools.to_string(),
         ])
         .args(["--pools-per-sidecar", &per.to_string()])
+        .args(if auth {
+            vec!["--tokens".to_string(), tokens.display().to_string()]
+        } else {
+            Vec::new()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -258,6 +302,7 @@ async fn run(
     controller.process.kill().await;
     println!(
         "fleet: scenario={scenario} sidecars={sidecars} endpoints={endpoints} pools={pools} \
+         auth={auth} \
          p50_ms={:.0} p99_ms={:.0} max_ms={:.0} rss_mib={:.0} idle_rss_mib={:.0} \
          rss_after_changes_mib={:.0} connect_s={connect_s:.1} ingest_cpu_s={ingest_cpu:.1} \
          cpu_per_change_s={:.2} resync_s={resync_s:.1} reconcile_ms={reconcile_ms:.1} \
@@ -331,6 +376,7 @@ async fn main() -> anyhow::Result<()> {
             pools_per_sidecar,
             changes,
             scenario,
+            no_auth,
         } => {
             run(
                 sidecars,
@@ -339,6 +385,7 @@ async fn main() -> anyhow::Result<()> {
                 pools_per_sidecar.max(1),
                 changes,
                 &scenario,
+                !no_auth,
             )
             .await
         }
@@ -347,10 +394,20 @@ async fn main() -> anyhow::Result<()> {
             sidecars,
             pools,
             pools_per_sidecar,
+            tokens,
         } => {
+            let tokens: Vec<String> = match tokens {
+                Some(path) => std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?
+                    .lines()
+                    .map(String::from)
+                    .collect(),
+                None => Vec::new(),
+            };
             let sims = (0..sidecars)
                 .map(|i| sim::SimSidecar {
                     index: i,
+                    token: tokens.get(i).cloned(),
                     pools: pools_of(i, pools, pools_per_sidecar)
                         .into_iter()
                         .map(|p| (world::NAMESPACE.to_string(), world::pool_name(p)))

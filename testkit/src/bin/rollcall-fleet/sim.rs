@@ -20,10 +20,26 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// What one simulated sidecar watches.
+/// What one simulated sidecar watches, and the token it presents (none: the controller runs
+/// without authentication).
 pub struct SimSidecar {
     pub index: usize,
     pub pools: Vec<(String, String)>,
+    pub token: Option<String>,
+}
+
+/// The Pod simulated sidecar `i` is (its token is bound to it).
+pub fn pod_name(i: usize) -> String {
+    format!("sim-{i}")
+}
+
+/// `message` with the sidecar's token, as the sidecar sends it on both RPCs.
+fn bearer<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(value) = token.and_then(|t| format!("Bearer {t}").parse().ok()) {
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
 }
 
 fn pool_ref((ns, name): &(String, String)) -> pb::PoolRef {
@@ -88,7 +104,7 @@ pub async fn run(
     heartbeat: Duration,
 ) {
     let identity = pb::SidecarIdentity {
-        pod: format!("sim-{}", sim.index),
+        pod: pod_name(sim.index),
         namespace: sim.pools.first().map(|p| p.0.clone()).unwrap_or_default(),
         instance: format!("{}-{}", std::process::id(), sim.index),
     };
@@ -115,7 +131,7 @@ pub async fn run(
             accepts_deltas: true,
             held: assembler.held_rosters(),
         };
-        let Ok(stream) = client.watch(request).await else {
+        let Ok(stream) = client.watch(bearer(request, sim.token.as_deref())).await else {
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         };
@@ -129,11 +145,12 @@ pub async fn run(
             .await;
         let mut reporter = client.clone();
         let index = sim.index;
+        let reports = bearer(
+            tokio_stream::wrappers::ReceiverStream::new(reports_rx),
+            sim.token.as_deref(),
+        );
         let report_task = tokio::spawn(async move {
-            let Ok(response) = reporter
-                .report_changes(tokio_stream::wrappers::ReceiverStream::new(reports_rx))
-                .await
-            else {
+            let Ok(response) = reporter.report_changes(reports).await else {
                 return;
             };
             // Every pool is reported whole before its changes, so the controller has no
