@@ -70,6 +70,10 @@ struct Args {
     /// (`0s` disables; long-lived streams need it off or long).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     response_body_idle_timeout: Duration,
+    /// An upgraded tunnel (WebSocket) that moves no byte either way for this long is closed
+    /// (`0s` disables).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    tunnel_idle_timeout: Duration,
     /// On SIGTERM: not ready at once, but keep serving this long (endpoint removal takes time
     /// to reach every client).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
@@ -99,6 +103,7 @@ async fn main() -> anyhow::Result<()> {
         tuning: Tuning {
             request_body_idle: args.request_body_idle_timeout,
             response_body_idle: args.response_body_idle_timeout,
+            tunnel_idle: args.tunnel_idle_timeout,
             local_zone: args.zone.filter(|z| !z.is_empty()).map(Into::into),
             ..Tuning::default()
         },

@@ -224,3 +224,26 @@ async fn a_handshake_the_endpoint_never_answers_ends_at_the_try_timeout() {
     );
     h.wait_idle("web").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_that_moves_no_byte_for_the_idle_limit_is_closed_and_frees_its_endpoint() {
+    let (backend, _tasks) = echo_backend().await;
+    let tuning = rollcall_dataplane::pool::Tuning {
+        tunnel_idle: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let h = Harness::start_with(&config(&[backend], "{healthCheck: {type: None}}"), tuning).await;
+    let (mut stream, head) = handshake(h.listen("web").await, "/chat").await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let frame = text_frame("then silence");
+    assert_eq!(echo(&mut stream, &frame).await, frame);
+    let quiet = tokio::time::Instant::now();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the idle tunnel was never closed");
+    assert!(
+        quiet.elapsed() >= Duration::from_millis(500),
+        "closed before the idle limit"
+    );
+    h.wait_idle("web").await;
+}

@@ -35,6 +35,9 @@ pub struct Tuning {
     /// An endpoint's response body that sends nothing for this long is cut and charged to the
     /// endpoint. Zero disables. nginx's `proxy_read_timeout`.
     pub response_body_idle: Duration,
+    /// An upgraded tunnel (WebSocket) that moves no byte either way for this long is closed.
+    /// Zero disables. HAProxy's `timeout tunnel`.
+    pub tunnel_idle: Duration,
     /// HTTP/2 PING keep-alive to the endpoints.
     pub keepalive: KeepAlive,
     /// The zone the sidecar runs in, for zone-aware routing.
@@ -46,6 +49,7 @@ impl Default for Tuning {
         Self {
             request_body_idle: Duration::from_secs(60),
             response_body_idle: Duration::from_secs(60),
+            tunnel_idle: Duration::from_secs(3600),
             keepalive: KeepAlive::default(),
             local_zone: None,
         }

@@ -14,4 +14,5 @@ pub mod headers;
 mod request;
 mod response_body;
 pub mod server;
+mod tunnel_idle;
 pub mod upgrade;

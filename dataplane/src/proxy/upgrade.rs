@@ -1,7 +1,7 @@
 //! HTTP/1.1 Upgrade end to end (WebSocket, and any other protocol a client switches to): the
 //! request goes to one endpoint on a connection of its own, and when the endpoint agrees
 //! (`101 Switching Protocols`), both sides are joined into a byte tunnel that lives until either
-//! side closes. A tunnel is one long request: it holds the endpoint's in-flight count for as
+//! side closes or it moves no byte for `--tunnel-idle-timeout`. A tunnel is one long request: it holds the endpoint's in-flight count for as
 //! long as it is open, it is counted once in the request metrics, and at shutdown it gets the
 //! listener's grace period, then is closed (`Tunnels`). A connect failure is tried on another
 //! endpoint (nothing was sent); once sent, an upgrade is never retried. An endpoint that
@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use super::answer;
 use super::forward::status_label;
 use super::headers::{add_forwarded, strip_hop_by_hop};
+use super::tunnel_idle::Activity;
 use crate::outcome::{Outcome, Verdict};
 use crate::pool::Pool;
 use crate::retry::LocalAnswer;
@@ -159,6 +160,7 @@ pub(super) async fn forward(
         let addr = endpoint.addr;
         let pool_name = pool.name().to_owned();
         let cut = tunnels.cut.clone();
+        let idle_limit = pool.tuning().tunnel_idle;
         tunnels.tracker.spawn(async move {
             let (client_io, endpoint_io) = match tokio::try_join!(client_side, endpoint_side) {
                 Ok(both) => both,
@@ -167,8 +169,9 @@ pub(super) async fn forward(
                     return;
                 }
             };
-            let mut client_io = TokioIo::new(client_io);
-            let mut endpoint_io = TokioIo::new(endpoint_io);
+            let activity = Activity::new();
+            let mut client_io = activity.track(TokioIo::new(client_io));
+            let mut endpoint_io = activity.track(TokioIo::new(endpoint_io));
             tokio::select! {
                 result = tokio::io::copy_bidirectional(&mut client_io, &mut endpoint_io) => {
                     if let Err(error) = result {
@@ -180,6 +183,9 @@ pub(super) async fn forward(
                 }
                 () = closing.cancelled() => {
                     tracing::info!(pool = %pool_name, endpoint = %addr, "endpoint closed: closing its tunnel");
+                }
+                () = activity.idle_for(idle_limit) => {
+                    tracing::debug!(pool = %pool_name, endpoint = %addr, limit = ?idle_limit, "tunnel idle: closing it");
                 }
             }
             // The tunnel was one long request to its endpoint.
