@@ -13,6 +13,9 @@ use crate::policy::PoolPolicy;
 pub const POD_METADATA: &str = "rollcall-pod";
 /// gRPC metadata in which a sidecar names its namespace on every call.
 pub const NAMESPACE_METADATA: &str = "rollcall-namespace";
+/// Response metadata of `Watch` in which the controller tells a verified sidecar the zone its
+/// node is in (`topology.kubernetes.io/zone`); absent when it cannot tell.
+pub const ZONE_METADATA: &str = "rollcall-zone";
 
 /// A `BackendPool`, by namespace and name. Written `namespace/name`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

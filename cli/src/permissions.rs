@@ -46,7 +46,8 @@ const fn own(
 
 /// rollcall-controller: reflectors over pools, slices and Services; status by server-side
 /// apply; Events (Recorder); TokenReviews and SubjectAccessReviews for sidecar authentication
-/// and cross-namespace authorization; its Lease; the leader label on its own Pod.
+/// and cross-namespace authorization; sidecars' Nodes for their zones; its Lease; the leader
+/// label on its own Pod.
 pub const CONTROLLER: &[Permission] = &[
     cluster("list", "rollcall.dev", "backendpools"),
     cluster("watch", "rollcall.dev", "backendpools"),
@@ -62,6 +63,7 @@ pub const CONTROLLER: &[Permission] = &[
     cluster("patch", "events.k8s.io", "events"),
     cluster("create", "authentication.k8s.io", "tokenreviews"),
     cluster("create", "authorization.k8s.io", "subjectaccessreviews"),
+    cluster("get", "", "nodes"),
     own("create", "coordination.k8s.io", "leases", ""),
     own(
         "get",

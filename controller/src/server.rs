@@ -3,7 +3,8 @@
 //! passes the `identity` interceptor first, then has its token verified (`auth`) and its pools
 //! authorised (`authz`); one Watch and one Report per pod (`sessions`); message sizes and the
 //! number of pools per watch are bounded, so one bad client cannot exhaust the server. The port
-//! speaks TLS with a renewable certificate when given one (`tls`).
+//! speaks TLS with a renewable certificate when given one (`tls`). A verified sidecar is told
+//! the zone it runs in (`zones`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub mod identity;
 mod service;
 pub mod sessions;
 pub mod tls;
+pub mod zones;
 
 pub use identity::{Caller, identify};
 pub use service::RosterService;
@@ -67,6 +69,8 @@ pub struct State {
     pub authz: Arc<authz::Authorizer>,
     /// One Watch and one Report stream per pod.
     pub sessions: Arc<sessions::Sessions>,
+    /// The zones verified sidecars run in.
+    pub zones: Arc<zones::Zones>,
 }
 
 impl State {
@@ -78,6 +82,10 @@ impl State {
             metrics,
             closing,
             authz: Arc::new(authz::Authorizer::new(&mode)),
+            zones: Arc::new(match &mode {
+                auth::Mode::TokenReview { client, .. } => zones::Zones::new(client.clone()),
+                auth::Mode::Insecure => zones::Zones::default(),
+            }),
             auth: Arc::new(auth::Authenticator::new(mode)),
             sessions: Arc::default(),
         }

@@ -83,7 +83,8 @@ struct Args {
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
     /// The zone this sidecar runs in (its node's `topology.kubernetes.io/zone`), for pools with
-    /// `loadBalancer.zoneAware.enabled`.
+    /// `loadBalancer.zoneAware.enabled`. Without it, an authenticated sidecar takes the zone
+    /// the controller reads from its node.
     #[arg(long, env = "ROLLCALL_ZONE")]
     zone: Option<String>,
 }

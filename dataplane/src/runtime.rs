@@ -41,7 +41,10 @@ pub struct Runtime {
     /// Set by `shutdown`: no config is applied any more.
     closed: AtomicBool,
     metrics: Arc<Metrics>,
-    tuning: Tuning,
+    /// What new pools start with; `local_zone` may be learnt from the controller later.
+    tuning: Mutex<Tuning>,
+    /// The zone was configured (`--zone`): the controller's word does not replace it.
+    zone_configured: bool,
 }
 
 impl Runtime {
@@ -56,7 +59,40 @@ impl Runtime {
             retiring: TaskTracker::new(),
             closed: AtomicBool::new(false),
             metrics,
-            tuning,
+            zone_configured: tuning.local_zone.is_some(),
+            tuning: Mutex::new(tuning),
+        }
+    }
+
+    /// The zone the controller says this sidecar's node is in. Taken unless a zone was
+    /// configured; every pool routes by it from then on.
+    pub fn adopt_zone(&self, zone: &str) {
+        if zone.is_empty() {
+            return;
+        }
+        let zone: Arc<str> = {
+            let mut tuning = self.tuning.lock();
+            if self.zone_configured {
+                let configured = tuning.local_zone.as_deref().unwrap_or("");
+                if configured != zone {
+                    tracing::info!(
+                        configured,
+                        controller = zone,
+                        "the controller names another zone; the configured one stays"
+                    );
+                }
+                return;
+            }
+            if tuning.local_zone.as_deref() == Some(zone) {
+                return;
+            }
+            let zone: Arc<str> = zone.into();
+            tuning.local_zone = Some(Arc::clone(&zone));
+            zone
+        };
+        tracing::info!(%zone, "zone from the controller (the node's topology.kubernetes.io/zone)");
+        for running in self.pools.lock().values() {
+            running.pool.set_local_zone(Arc::clone(&zone));
         }
     }
 
@@ -119,7 +155,7 @@ impl Runtime {
             let pool = Pool::new(
                 &pool_config.name,
                 settings.clone(),
-                self.tuning.clone(),
+                self.tuning.lock().clone(),
                 Arc::clone(&self.metrics),
             );
             // Its roster first, so its first request does not meet an empty pool.

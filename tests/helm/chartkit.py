@@ -167,7 +167,7 @@ class Cluster(base.LocalApi):
         prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
         plural = {"Namespace": "namespaces", "Service": "services", "EndpointSlice": "endpointslices",
                   "BackendPool": "backendpools", "Pod": "pods", "ConfigMap": "configmaps",
-                  "ServiceAccount": "serviceaccounts"}[doc["kind"]]
+                  "ServiceAccount": "serviceaccounts", "Node": "nodes"}[doc["kind"]]
         ns = doc["metadata"].get("namespace")
         path = f"{prefix}/namespaces/{ns}/{plural}" if ns else f"{prefix}/{plural}"
         path += f"/{doc['metadata']['name']}?fieldManager={manager}&force=true"

@@ -111,9 +111,13 @@ def setUpModule():
 
     # The sidecar runs as Pod shop/client-0 and presents a token bound to it (audience
     # rollcall), as the injected projected volume gives it; the controller reviews it.
+    # It is scheduled on Node node-a, whose zone the controller reads for it.
+    cluster.apply({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "node-a", "labels": {"topology.kubernetes.io/zone": "zone-a"}}})
     cluster.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "client", "namespace": "shop"}})
     cluster.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client-0", "namespace": "shop"},
-                   "spec": {"serviceAccountName": "client", "containers": [{"name": "app", "image": "app"}]}})
+                   "spec": {"serviceAccountName": "client", "nodeName": "node-a",
+                            "containers": [{"name": "app", "image": "app"}]}})
     pod = cluster.get("/api/v1/namespaces/shop/pods/client-0")
     token = cluster.ok("POST", "/api/v1/namespaces/shop/serviceaccounts/client/token", {
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
@@ -222,6 +226,10 @@ class Rbac(unittest.TestCase):
 
     def test_clients_got_no_failure_through_the_ejection(self):
         self.assertEqual(SYSTEM["client_failures"], [])
+
+    def test_the_sidecar_learns_its_nodes_zone_from_the_controller(self):
+        log = SYSTEM["procs"].log(SYSTEM["sidecar"])
+        self.assertRegex(log, r"zone from the controller.*zone-a", log[-2000:])
 
     def test_the_leader_labels_its_pod_and_the_service_selects_that_label(self):
         # Seen while the controller led (a later test stops it, and it removes the label).

@@ -36,6 +36,9 @@ pub struct Identity {
     pub service_account: String,
     pub pod: String,
     pub pod_uid: String,
+    /// The node the pod runs on, when the token says (Kubernetes 1.30+ puts it in bound
+    /// tokens); the zone lookup asks the Pod otherwise.
+    pub node: Option<String>,
 }
 
 /// How callers are authenticated.
@@ -131,6 +134,7 @@ pub fn identity_of(review: &TokenReview) -> Result<Identity, String> {
         service_account: service_account.into(),
         pod,
         pod_uid: extra("authentication.kubernetes.io/pod-uid").unwrap_or_default(),
+        node: extra("authentication.kubernetes.io/node-name").filter(|n| !n.is_empty()),
     })
 }
 
@@ -271,7 +275,26 @@ mod tests {
                 service_account: "front".into(),
                 pod: "front-1".into(),
                 pod_uid: "u-1".into(),
+                node: None,
             }
+        );
+    }
+
+    #[test]
+    fn a_token_that_names_its_node_gives_the_node() {
+        let mut review = reviewed(true, "system:serviceaccount:shop:front", Some("front-1"));
+        let user = review
+            .status
+            .as_mut()
+            .and_then(|s| s.user.as_mut())
+            .unwrap();
+        user.extra.as_mut().unwrap().insert(
+            "authentication.kubernetes.io/node-name".into(),
+            vec!["node-a".into()],
+        );
+        assert_eq!(
+            identity_of(&review).unwrap().node.as_deref(),
+            Some("node-a")
         );
     }
 

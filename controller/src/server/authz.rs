@@ -144,6 +144,7 @@ mod tests {
             service_account: "front".into(),
             pod: "front-1".into(),
             pod_uid: "u".into(),
+            node: None,
         }
     }
 

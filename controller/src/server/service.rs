@@ -14,12 +14,13 @@ use rollcall_api::proto::encoded::EncodedRosterUpdate;
 use rollcall_api::proto::encoded::v1 as encoded;
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::roster::{
-    HealthReport, HeldRoster, PoolRef, PoolState, UnavailableReason, WatchRequest,
+    HealthReport, HeldRoster, PoolRef, PoolState, UnavailableReason, WatchRequest, ZONE_METADATA,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::wrappers::WatchStream;
+use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
@@ -189,7 +190,17 @@ impl encoded::roster_server::Roster for RosterService {
             }
             receivers.push((rx, sent));
         }
-        tracing::debug!(pools = pools.len(), "watch started");
+        // Looked up after the snapshot is taken, so a slow API server delays its sending, not
+        // what it holds; bounded by the lookup's own timeout.
+        let zone = match &caller.verified {
+            Some(id) => self.state.zones.zone_of(id).await,
+            None => None,
+        };
+        tracing::debug!(
+            pools = pools.len(),
+            zone = zone.as_deref().unwrap_or(""),
+            "watch started"
+        );
         let metrics = self.state.metrics.clone();
         metrics
             .snapshot_seconds
@@ -258,7 +269,11 @@ impl encoded::roster_server::Roster for RosterService {
                 })
                 .filter_map(std::future::ready),
             );
-        Ok(Response::new(Box::pin(updates)))
+        let mut response = Response::new(Box::pin(updates) as UpdateStream);
+        if let Some(zone) = zone.and_then(|z| MetadataValue::try_from(z.as_str()).ok()) {
+            response.metadata_mut().insert(ZONE_METADATA, zone);
+        }
+        Ok(response)
     }
 
     #[tracing::instrument(skip_all, fields(sidecar))]

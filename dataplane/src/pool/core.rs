@@ -172,6 +172,15 @@ impl Core {
         forgotten
     }
 
+    /// The sidecar's zone as the controller told it (a configured one is never replaced:
+    /// `Runtime::adopt_zone` decides).
+    pub(super) fn set_local_zone(&mut self, zone: Arc<str>) {
+        if self.tuning.local_zone.as_deref() != Some(&zone) {
+            self.tuning.local_zone = Some(zone);
+            self.dirty = true;
+        }
+    }
+
     /// A new snapshot when routing changed since the last one.
     pub(super) fn snapshot(&mut self, now: Instant) -> Option<Routing> {
         self.dirty.then(|| self.next_snapshot(now))

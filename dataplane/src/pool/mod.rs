@@ -149,6 +149,11 @@ impl Pool {
         }
     }
 
+    /// Route by `zone` from now on (zone-aware routing, when the pool enables it).
+    pub fn set_local_zone(&self, zone: Arc<str>) {
+        let _ = self.owner.send(Message::LocalZone { zone });
+    }
+
     /// Record one try against its endpoint: the attempt metric now, and the verdict for the
     /// health machine (nothing when the try says nothing about the endpoint).
     pub fn record_attempt(&self, endpoint: &Endpoint, outcome: Outcome, detail: &str) {

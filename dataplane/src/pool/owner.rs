@@ -49,6 +49,10 @@ pub(super) enum Message {
     View {
         reply: oneshot::Sender<PoolView>,
     },
+    /// The zone the sidecar runs in, learnt after the pool started.
+    LocalZone {
+        zone: Arc<str>,
+    },
     Shutdown {
         done: oneshot::Sender<()>,
     },
@@ -139,6 +143,10 @@ impl Owner {
                 }
                 self.publish();
                 let _ = done.send(());
+            }
+            Message::LocalZone { zone } => {
+                self.core.set_local_zone(zone);
+                self.publish();
             }
             Message::View { reply } => {
                 self.publish();

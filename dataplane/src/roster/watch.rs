@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rollcall_api::delta::{Assembled, Assembler};
 use rollcall_api::proto::v1 as pb;
-use rollcall_api::roster::WatchRequest;
+use rollcall_api::roster::{WatchRequest, ZONE_METADATA};
 use tokio::sync::watch;
 
 use super::{Book, Client, Outcome, RosterOptions, Versions};
@@ -42,6 +42,13 @@ pub(super) async fn run(
         match client.watch(request).await {
             Ok(response) => {
                 tracing::info!(controller = %options.controller, "watching rosters");
+                if let Some(zone) = response
+                    .metadata()
+                    .get(ZONE_METADATA)
+                    .and_then(|v| v.to_str().ok())
+                {
+                    runtime.adopt_zone(zone);
+                }
                 metrics.controller_connected.set(1);
                 let mut stream = response.into_inner();
                 loop {

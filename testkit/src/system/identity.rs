@@ -32,6 +32,18 @@ pub async fn create_pod(
     service_account: &str,
     pod: &str,
 ) -> anyhow::Result<PodIdentity> {
+    create_pod_on(client, namespace, service_account, pod, None).await
+}
+
+/// `create_pod`, scheduled on Node `node` (its tokens then name the node, as on Kubernetes
+/// 1.30+).
+pub async fn create_pod_on(
+    client: &kube::Client,
+    namespace: &str,
+    service_account: &str,
+    pod: &str,
+    node: Option<&str>,
+) -> anyhow::Result<PodIdentity> {
     let params = PatchParams::apply("rollcall-testkit").force();
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     accounts
@@ -44,6 +56,11 @@ pub async fn create_pod(
         .await
         .with_context(|| format!("ServiceAccount {namespace}/{service_account}"))?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut spec = json!({"serviceAccountName": service_account,
+                          "containers": [{"name": "app", "image": "rollcall-demo/client"}]});
+    if let Some(node) = node {
+        spec["nodeName"] = json!(node);
+    }
     let created = pods
         .patch(
             pod,
@@ -52,8 +69,7 @@ pub async fn create_pod(
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": pod, "namespace": namespace,
                              "labels": {"app.kubernetes.io/part-of": "rollcall-demo"}},
-                "spec": {"serviceAccountName": service_account,
-                         "containers": [{"name": "app", "image": "rollcall-demo/client"}]},
+                "spec": spec,
             })),
         )
         .await

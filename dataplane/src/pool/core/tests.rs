@@ -242,3 +242,21 @@ fn a_sidecar_in_a_zone_without_endpoints_routes_across_every_zone() {
     let seen = first_tries(&mut core, now);
     assert!(seen[1..].iter().all(|&n| n > 50), "{seen:?}");
 }
+
+#[test]
+fn a_zone_learnt_after_start_routes_the_next_snapshot_within_it() {
+    let now = Instant::now();
+    let mut core = two_zones(true, None, now);
+    let seen = first_tries(&mut core, now);
+    assert!(seen[1..].iter().all(|&n| n > 50), "{seen:?}");
+    core.set_local_zone("b".into());
+    assert!(
+        core.snapshot(now).is_some(),
+        "a new zone is a routing change"
+    );
+    let seen = first_tries(&mut core, now);
+    assert_eq!((seen[1], seen[2]), (0, 0), "{seen:?}");
+    // The same zone again changes nothing.
+    core.set_local_zone("b".into());
+    assert!(core.snapshot(now).is_none());
+}
