@@ -7,12 +7,14 @@
 # started fresh per scenario in front of them, 200 req/s (every 5th a POST), backend 2 broken at
 # t=3s (killed, black-holed, failing fast with 503 or 500, failing 1% or 20% with 500, refusing
 # connections for 5 s then back), or every backend at once (/healthz failing, 20% shed with 503),
+# and two shapes of their own: black-holed under round robin, and one fast backend failing 20%
+# with 500 among three that take 50 ms (four backends, least request),
 # one table per scenario. Tables go to stdout and bench/out/failures.txt; configs, per-run proxy logs and the
 # proxies' own counters to bench/out/failures/. See bench/README.md for how to read them.
 #
 # Environment: RATE (200), DURATION (10, seconds per scenario and proxy), INJECT_AT (3),
 # ONLY ("rollcall haproxy nginx"), SCENARIOS (all: "killed black-holed failing-503 failing-500 rare-500
-# healthz-all-fail fifth-500 all-shed-503 refused-5s"), SKIP_BUILD=1 (reuse target/release), ROLLCALL_LOG (info).
+# healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4"), SKIP_BUILD=1 (reuse target/release), ROLLCALL_LOG (info).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,7 +25,7 @@ RATE="${RATE:-200}"
 DURATION="${DURATION:-10}"
 INJECT_AT="${INJECT_AT:-3}"
 ONLY="${ONLY:-rollcall haproxy nginx}"
-SCENARIOS="${SCENARIOS:-killed black-holed failing-503 failing-500 rare-500 healthz-all-fail fifth-500 all-shed-503 refused-5s}"
+SCENARIOS="${SCENARIOS:-killed black-holed failing-503 failing-500 rare-500 healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4}"
 
 log() { printf '%s\n' "$*" >&2; }
 

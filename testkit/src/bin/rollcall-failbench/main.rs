@@ -43,11 +43,8 @@ struct Args {
     /// Proxies to run, space or comma separated: rollcall haproxy nginx.
     #[arg(long, default_value = "rollcall haproxy nginx")]
     only: String,
-    /// Scenarios to run: killed black-holed failing-503 failing-500 rare-500 healthz-all-fail.
-    #[arg(
-        long,
-        default_value = "killed black-holed failing-503 failing-500 rare-500 healthz-all-fail"
-    )]
+    /// Scenarios to run (bench/failures.sh lists them all); default: every one.
+    #[arg(long, default_value = "")]
     scenarios: String,
     /// The rollcall-sidecar binary (default: next to this executable).
     #[arg(long)]
@@ -84,7 +81,10 @@ async fn main() -> anyhow::Result<()> {
         bail!("--inject-at must be before the end of --duration");
     }
     let kinds = parse_list(&args.only, Kind::parse, "proxy")?;
-    let scenarios = parse_list(&args.scenarios, Scenario::parse, "scenario")?;
+    let mut scenarios = parse_list(&args.scenarios, Scenario::parse, "scenario")?;
+    if scenarios.is_empty() {
+        scenarios = scenario::ALL.to_vec();
+    }
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("creating {}", args.work_dir.display()))?;
     let setup = Setup {
@@ -101,7 +101,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(watch_signals(stop.clone()));
 
     let mut backends = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..scenario::MAX_BACKENDS {
         backends.push(TestBackend::spawn(Behavior::ok()).await?);
     }
     for (i, b) in backends.iter().enumerate() {
@@ -112,7 +112,7 @@ async fn main() -> anyhow::Result<()> {
         "rollcall failure-scenario benchmark\n\
          machine: {} CPUs, load average {}\n\
          load: {} req/s GET / for {:.0}s per scenario and proxy, client timeout {:.0}s; \
-         backend 2 of 3 broken at t={:.0}s; every proxy started fresh per scenario\n\n",
+         backend 2 broken at t={:.0}s (of 3 backends, 4 where the scenario says); every proxy started fresh per scenario\n\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()

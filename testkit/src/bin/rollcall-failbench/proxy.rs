@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, timeout};
 
-use crate::config::{haproxy_cfg, nginx_conf, rollcall_yaml};
+use crate::config::{Shape, haproxy_cfg, nginx_conf, rollcall_yaml};
 
 /// How long a proxy gets to answer `GET /` with 200.
 const UP_WITHIN: Duration = Duration::from_secs(10);
@@ -77,13 +77,14 @@ pub fn free_port() -> anyhow::Result<SocketAddr> {
 // === impl Running ===
 
 impl Running {
-    /// Writes `kind`'s config for `backends`, starts it and waits until `GET /` through it
+    /// Writes `kind`'s config for `backends` set up as `shape` asks, starts it and waits until `GET /` through it
     /// answers 200.
     /// Its log is `<dir>/<label>-<proxy>.log`.
     pub async fn start(
         kind: Kind,
         setup: &Setup,
         backends: &[SocketAddr],
+        shape: Shape,
         label: &str,
     ) -> anyhow::Result<Self> {
         let listen = free_port()?;
@@ -93,7 +94,7 @@ impl Running {
         let mut cmd = match kind {
             Kind::Rollcall => {
                 let config = dir.join("rollcall.yaml");
-                write(&config, &rollcall_yaml(listen, backends))?;
+                write(&config, &rollcall_yaml(listen, backends, shape))?;
                 let mut cmd = Command::new(&setup.sidecar);
                 cmd.arg("--config")
                     .arg(&config)
@@ -107,7 +108,7 @@ impl Running {
             }
             Kind::Haproxy => {
                 let config = dir.join("haproxy.cfg");
-                write(&config, &haproxy_cfg(listen, status, backends))?;
+                write(&config, &haproxy_cfg(listen, status, backends, shape))?;
                 let mut cmd = Command::new(&setup.haproxy);
                 cmd.arg("-db").arg("-f").arg(&config);
                 cmd
@@ -117,7 +118,7 @@ impl Running {
                 for sub in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
                     std::fs::create_dir_all(dir.join("tmp").join(sub))?;
                 }
-                write(&config, &nginx_conf(listen, dir, backends))?;
+                write(&config, &nginx_conf(listen, dir, backends, shape))?;
                 let mut cmd = Command::new(&setup.nginx);
                 cmd.arg("-p")
                     .arg(dir)

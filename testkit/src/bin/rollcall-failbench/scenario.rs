@@ -11,6 +11,7 @@ use rollcall_testkit::{Behavior, TestBackend};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::config::{Balance, Shape};
 use crate::load::{Load, Record};
 use crate::proxy::{Kind, Running, Setup, StatusView};
 
@@ -29,9 +30,22 @@ pub enum Scenario {
     AllShed503,
     /// Backend 2 refuses connections for [`REFUSED_FOR`], then comes back.
     Refused5s,
+    /// `BlackHoled` with round-robin balancing: nothing steers away from a slow endpoint by
+    /// itself.
+    BlackHoledRoundRobin,
+    /// Four backends, the others answering in [`SLOW_PEERS`]; backend 2 answers at once and
+    /// one request in five with a 500: least-request favours the fast one, its error-rate
+    /// penalty starves it of the requests an error-rate detector needs.
+    Fifth500FastOfFour,
 }
 
-pub const ALL: [Scenario; 9] = [
+/// The backends' answer time in [`Scenario::Fifth500FastOfFour`] (backend 2's: none).
+pub const SLOW_PEERS: Duration = Duration::from_millis(50);
+
+/// The most backends a scenario uses.
+pub const MAX_BACKENDS: usize = 4;
+
+pub const ALL: [Scenario; 11] = [
     Scenario::Killed,
     Scenario::BlackHoled,
     Scenario::Failing503,
@@ -41,6 +55,8 @@ pub const ALL: [Scenario; 9] = [
     Scenario::Fifth500,
     Scenario::AllShed503,
     Scenario::Refused5s,
+    Scenario::BlackHoledRoundRobin,
+    Scenario::Fifth500FastOfFour,
 ];
 
 /// How long backend 2 refuses connections in [`Scenario::Refused5s`].
@@ -97,6 +113,8 @@ impl Scenario {
             Self::Fifth500 => "fifth-500",
             Self::AllShed503 => "all-shed-503",
             Self::Refused5s => "refused-5s",
+            Self::BlackHoledRoundRobin => "black-holed-rr",
+            Self::Fifth500FastOfFour => "fifth-500-fast-of-4",
         }
     }
 
@@ -129,6 +147,48 @@ impl Scenario {
                 "every backend sheds 1 request in 5 with 503 at once (overload, no outlier)"
             }
             Self::Refused5s => "backend 2 refuses connections for 5 s, then is back",
+            Self::BlackHoledRoundRobin => {
+                "backend 2 black-holed (accepts, never answers), every proxy round robin"
+            }
+            Self::Fifth500FastOfFour => {
+                "4 backends, 3 answer in 50 ms; backend 2 answers at once and fails 1 in 5 with 500 (500s retried)"
+            }
+        }
+    }
+
+    /// How many backends the proxies get.
+    pub fn backends(self) -> usize {
+        match self {
+            Self::Fifth500FastOfFour => 4,
+            _ => 3,
+        }
+    }
+
+    /// What the proxies are set up to do differently here: round robin for the black hole
+    /// that nothing steers away from; retries of a 500 where a fast backend fails with them
+    /// (without, every 500 reaches the client until the ejection, in all three).
+    pub fn shape(self) -> Shape {
+        match self {
+            Self::BlackHoledRoundRobin => Shape {
+                balance: Balance::RoundRobin,
+                ..Shape::default()
+            },
+            Self::Fifth500FastOfFour => Shape {
+                retry_500: true,
+                ..Shape::default()
+            },
+            _ => Shape::default(),
+        }
+    }
+
+    /// How the backends behave before the failure (a healthy pool of this shape).
+    fn baseline(self, backends: &[TestBackend]) {
+        if self == Self::Fifth500FastOfFour {
+            for (i, b) in backends.iter().enumerate() {
+                if i != 1 {
+                    b.set_behavior(Behavior::slow(SLOW_PEERS));
+                }
+            }
         }
     }
 
@@ -157,7 +217,9 @@ impl Scenario {
         let b2 = &backends[1];
         match self {
             Self::Killed => b2.kill().await,
-            Self::BlackHoled => b2.set_behavior(Behavior::BlackHole),
+            Self::BlackHoled | Self::BlackHoledRoundRobin => {
+                b2.set_behavior(Behavior::BlackHole);
+            }
             Self::Failing503 => b2.set_behavior(Behavior::fail_one_in(2, 503)),
             Self::Failing500 => b2.set_behavior(Behavior::fail_one_in(2, 500)),
             Self::Rare500 => b2.set_behavior(Behavior::fail_one_in(100, 500)),
@@ -167,6 +229,7 @@ impl Scenario {
                 .iter()
                 .for_each(|b| b.set_behavior(Behavior::fail_one_in(5, 503))),
             Self::Refused5s => b2.kill().await,
+            Self::Fifth500FastOfFour => b2.set_behavior(Behavior::fail_one_in(5, 500)),
         }
     }
 
@@ -203,8 +266,10 @@ pub async fn run(
     stop: &AtomicBool,
 ) -> anyhow::Result<Outcome> {
     restore(backends).await?;
+    let backends = &backends[..scenario.backends().min(backends.len())];
+    scenario.baseline(backends);
     let addrs: Vec<SocketAddr> = backends.iter().map(TestBackend::addr).collect();
-    let mut proxy = Running::start(kind, setup, &addrs, scenario.name()).await?;
+    let mut proxy = Running::start(kind, setup, &addrs, scenario.shape(), scenario.name()).await?;
     let result = drive(scenario, &mut proxy, backends, plan, stop).await;
     proxy.save_counters().await;
     proxy.stop().await;
