@@ -78,6 +78,10 @@ struct RunArgs {
     /// reporting before to report again (so a restart never rewrites history).
     #[arg(long, default_value = "25s", value_parser = humantime::parse_duration)]
     restart_grace: Duration,
+    /// At most this many BackendPool status writes a second over all pools (each pool writes
+    /// at most once a second anyway), after a burst of twice as many; 0: no bound.
+    #[arg(long, default_value_t = 50)]
+    status_writes_per_second: u32,
 }
 
 #[tokio::main]
@@ -129,6 +133,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         settings: Settings {
             restart_grace: args.restart_grace,
+            status_writes_per_second: args.status_writes_per_second,
+            status_write_burst: args.status_writes_per_second.saturating_mul(2),
             ..Settings::default()
         },
         limits: Limits::default(),

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub reports: IntCounterVec,
     /// `result` = ok | conflict | error.
     pub status_writes: IntCounterVec,
+    /// Status writes that had to wait for a slot under the overall bound.
+    pub status_writes_paced: IntCounter,
     /// Events not recorded because their pool spent its Event budget.
     pub events_dropped: IntCounter,
 }
@@ -91,6 +93,11 @@ impl Metrics {
             &["result"],
         )
         .map_err(Error::Metrics)?;
+        let status_writes_paced = IntCounter::new(
+            prefix("status_writes_paced_total"),
+            "BackendPool status writes held back by the bound on writes over all pools",
+        )
+        .map_err(Error::Metrics)?;
         let events_dropped = IntCounter::new(
             prefix("events_dropped_total"),
             "Kubernetes Events not recorded because their pool spent its Event budget",
@@ -107,9 +114,10 @@ impl Metrics {
             connected_sidecars,
             reports,
             status_writes,
+            status_writes_paced,
             events_dropped,
         };
-        let collectors: [Box<dyn Collector>; 10] = [
+        let collectors: [Box<dyn Collector>; 11] = [
             Box::new(m.reconciles.clone()),
             Box::new(m.reconcile_seconds.clone()),
             Box::new(m.roster_versions.clone()),
@@ -119,6 +127,7 @@ impl Metrics {
             Box::new(m.connected_sidecars.clone()),
             Box::new(m.reports.clone()),
             Box::new(m.status_writes.clone()),
+            Box::new(m.status_writes_paced.clone()),
             Box::new(m.events_dropped.clone()),
         ];
         for c in collectors {

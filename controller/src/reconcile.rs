@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::crd::PoolObject;
 use crate::metrics::Metrics;
 use crate::roster::{self, RosterHub, SliceIndex};
-use crate::status::{Coalescer, ReportStore, events};
+use crate::status::{Coalescer, Pacer, ReportStore, events};
 use crate::{Error, Result};
 
 pub mod status;
@@ -37,6 +37,10 @@ pub const FIELD_MANAGER: &str = "rollcall-controller";
 pub struct Settings {
     /// At most one status write per pool per this interval.
     pub status_interval: Duration,
+    /// At most this many status writes a second over all pools (0: unbounded), after a burst
+    /// of `status_write_burst`.
+    pub status_writes_per_second: u32,
+    pub status_write_burst: u32,
     /// A sidecar silent for longer no longer counts as reporting.
     pub report_ttl: Duration,
     /// Reconcile every pool at least this often.
@@ -51,6 +55,8 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             status_interval: Duration::from_secs(1),
+            status_writes_per_second: 50,
+            status_write_burst: 100,
             report_ttl: Duration::from_secs(90),
             resync: Duration::from_secs(300),
             restart_grace: Duration::from_secs(25),
@@ -69,6 +75,8 @@ pub struct Context {
     pub reports: Arc<ReportStore>,
     pub metrics: Metrics,
     pub coalescer: Mutex<Coalescer>,
+    /// Bounds the status writes of all pools together.
+    pub pacer: Mutex<Pacer>,
     pub settings: Settings,
     /// Turns true once the EndpointSlice and Service caches hold a full list.
     pub caches_synced: watch::Receiver<bool>,

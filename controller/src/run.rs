@@ -164,6 +164,10 @@ pub async fn run(
         reports: state.reports.clone(),
         metrics: state.metrics.clone(),
         coalescer: Mutex::new(Coalescer::new(settings.status_interval)),
+        pacer: Mutex::new(crate::status::Pacer::new(
+            settings.status_writes_per_second,
+            settings.status_write_burst,
+        )),
         settings,
         caches_synced: synced_rx,
         now: k8s_openapi::jiff::Timestamp::now,

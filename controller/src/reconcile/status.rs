@@ -1,7 +1,8 @@
 //! The status path of a pool: the roster the hub serves plus every fresh sidecar report become
 //! its status (pure aggregation in `crate::status`), held after a restart until the sidecars
 //! have reported again, written by server-side apply when the coalescer allows (at most about
-//! once a second, never unchanged, repaired when someone else edited it), and followed by the
+//! once a second, never unchanged, repaired when someone else edited it) and the pacer has a
+//! slot (a bound over all pools), and followed by the
 //! Events the change deserves. `run` drives it from the pools marked dirty by reports and by
 //! the roster path, with retries at the instants the coalescer names.
 
@@ -104,7 +105,7 @@ pub async fn update(ctx: &Context, object: &PoolObject) -> Result<Next> {
 
 /// Whether to write `desired` now. The coalescer remembers what this replica wrote; when the
 /// live status differs although the coalescer thinks it unchanged, someone else edited it, and
-/// it is repaired.
+/// it is repaired. A write the pool may make waits for its slot under the overall bound.
 fn decide(
     ctx: &Context,
     key: &PoolRef,
@@ -112,17 +113,42 @@ fn decide(
     desired: &BackendPoolStatus,
     at: Instant,
 ) -> Decision {
-    if live == Some(desired) {
-        return Decision::Unchanged;
-    }
-    let mut coalescer = ctx.coalescer.lock();
-    match coalescer.decide(key, desired, at) {
-        Decision::Unchanged => {
-            tracing::info!("the status was changed by someone else; repairing it");
-            coalescer.forget(key);
-            Decision::Write
+    let decision = if live == Some(desired) {
+        Decision::Unchanged
+    } else {
+        let mut coalescer = ctx.coalescer.lock();
+        match coalescer.decide(key, desired, at) {
+            Decision::Unchanged => {
+                tracing::info!("the status was changed by someone else; repairing it");
+                coalescer.forget(key);
+                Decision::Write
+            }
+            other => other,
         }
-        other => other,
+    };
+    let mut pacer = ctx.pacer.lock();
+    match decision {
+        Decision::Write => {
+            let waiting = pacer.is_waiting(key);
+            match pacer.admit(key, at) {
+                Ok(()) => Decision::Write,
+                Err(slot) => {
+                    if !waiting {
+                        ctx.metrics.status_writes_paced.inc();
+                        tracing::debug!(
+                            wait_ms = slot.saturating_duration_since(at).as_millis() as u64,
+                            "status write waits for a slot under the overall bound"
+                        );
+                    }
+                    Decision::WaitUntil(slot)
+                }
+            }
+        }
+        Decision::Unchanged => {
+            pacer.forget(key);
+            Decision::Unchanged
+        }
+        wait => wait,
     }
 }
 

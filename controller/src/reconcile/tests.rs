@@ -52,6 +52,7 @@ fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>,
         reports: Arc::new(ReportStore::new()),
         metrics: Metrics::new().unwrap(),
         coalescer: Mutex::new(Coalescer::new(Duration::from_secs(1))),
+        pacer: Mutex::new(crate::status::Pacer::new(0, 0)),
         settings: Settings::default(),
         caches_synced: tokio::sync::watch::channel(true).1,
         now: fixed_now,
@@ -234,6 +235,37 @@ async fn a_change_within_the_interval_waits_instead_of_writing() {
         .await
         .expect("no API call expected");
     assert!(matches!(next, status::Next::RetryAt(_)), "{next:?}");
+}
+
+#[tokio::test]
+async fn past_the_overall_bound_another_pools_write_waits_for_its_slot() {
+    let (services, slices) = web_world();
+    let (ctx, mut handle) = context(services, slices);
+    *ctx.pacer.lock() = crate::status::Pacer::new(1, 1);
+    let pool = web_pool();
+    let verifier = {
+        let pool = pool.clone();
+        tokio::spawn(async move { (expect_status_patch(&mut handle, &pool).await, handle) })
+    };
+    assert_eq!(reconcile_both(&pool, &ctx).await, status::Next::Done);
+    let (_, _handle) = verifier.await.unwrap();
+    // A second pool wants its first write in the same instant: the one write a second is
+    // spent, so it is told when its slot comes, and makes no API call meanwhile.
+    let canary = fixtures::pool("web-canary", "web", IntOrString::String("http".into()));
+    let asked = tokio::time::Instant::now();
+    let next = tokio::time::timeout(Duration::from_secs(1), reconcile_both(&canary, &ctx))
+        .await
+        .expect("no API call expected");
+    let status::Next::RetryAt(at) = next else {
+        panic!("{next:?}");
+    };
+    // One second after the first write, which came before `asked`.
+    let wait = at.saturating_duration_since(asked);
+    assert!(
+        wait > Duration::ZERO && wait <= Duration::from_secs(1),
+        "{wait:?}"
+    );
+    assert_eq!(ctx.metrics.status_writes_paced.get(), 1);
 }
 
 #[test]
