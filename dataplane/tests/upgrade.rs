@@ -25,8 +25,18 @@ use tokio::task::JoinSet;
 const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
 
-/// A backend that accepts WebSocket upgrades (answering RFC 6455's accept for [`KEY`]) and
-/// echoes whatever bytes come through; `/declined` gets `426` instead.
+/// RFC 6455's `Sec-WebSocket-Accept` for `key`.
+fn accept_for(key: &str) -> String {
+    use base64::Engine as _;
+    let digest = ring::digest::digest(
+        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
+        format!("{key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11").as_bytes(),
+    );
+    base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+}
+
+/// A backend that accepts WebSocket upgrades (answering RFC 6455's accept for the key it got)
+/// and echoes whatever bytes come through; `/declined` gets `426` instead.
 async fn echo_backend() -> (SocketAddr, JoinSet<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -41,10 +51,14 @@ async fn echo_backend() -> (SocketAddr, JoinSet<()>) {
                         *r.status_mut() = StatusCode::UPGRADE_REQUIRED;
                         return Ok::<_, Infallible>(r);
                     }
-                    let key_ok = req
+                    // Any key (the sidecar makes its own for a WebSocket that came over
+                    // HTTP/2), answered as RFC 6455 says: KEY gets ACCEPT.
+                    let accept = req
                         .headers()
                         .get("sec-websocket-key")
-                        .is_some_and(|k| k == KEY);
+                        .and_then(|k| k.to_str().ok())
+                        .map(accept_for);
+                    let key_ok = accept.is_some();
                     let upgrade_ok = req
                         .headers()
                         .get("upgrade")
@@ -75,10 +89,9 @@ async fn echo_backend() -> (SocketAddr, JoinSet<()>) {
                     let h = r.headers_mut();
                     h.insert("upgrade", http::HeaderValue::from_static("websocket"));
                     h.insert("connection", http::HeaderValue::from_static("Upgrade"));
-                    h.insert(
-                        "sec-websocket-accept",
-                        http::HeaderValue::from_static(ACCEPT),
-                    );
+                    if let Some(accept) = accept.and_then(|a| a.parse().ok()) {
+                        h.insert("sec-websocket-accept", accept);
+                    }
                     Ok(r)
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -157,6 +170,91 @@ async fn a_websocket_is_tunnelled_end_to_end_and_counts_as_one_request_in_flight
     assert_eq!(open.in_flight, 1, "the tunnel is one request in flight");
     drop(stream);
     h.wait_idle("web").await;
+}
+
+/// An HTTP/2 connection to the sidecar that has seen its SETTINGS (extended CONNECT may be
+/// sent only once the server has allowed it): one ordinary request goes first.
+async fn h2_client(proxy: SocketAddr) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
+    let stream = TcpStream::connect(proxy).await.expect("connect");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    let first = Request::builder()
+        .uri(format!("http://{proxy}/declined"))
+        .body(Empty::new())
+        .expect("request");
+    let _ = send.send_request(first).await.expect("a first request");
+    send
+}
+
+fn extended_connect(proxy: SocketAddr, protocol: &'static str) -> Request<Empty<Bytes>> {
+    let mut req = Request::builder()
+        .method(http::Method::CONNECT)
+        .version(http::Version::HTTP_2)
+        .uri(format!("http://{proxy}/chat"))
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-protocol", "chat")
+        .body(Empty::new())
+        .expect("request");
+    req.extensions_mut()
+        .insert(hyper::ext::Protocol::from_static(protocol));
+    req
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_over_http2_reaches_an_http1_endpoint_as_an_upgrade_and_echoes() {
+    let (backend, _tasks) = echo_backend().await;
+    let h = Harness::start(&config(&[backend], "{healthCheck: {type: None}}")).await;
+    let proxy = h.listen("web").await;
+    let mut client = h2_client(proxy).await;
+    let mut response = client
+        .send_request(extended_connect(proxy, "websocket"))
+        .await
+        .expect("an answer to the extended CONNECT");
+    // RFC 8441: the switch is a 200, without HTTP/1.1's handshake headers.
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().get("sec-websocket-accept").is_none());
+    assert!(response.headers().get("upgrade").is_none());
+    let upgraded = hyper::upgrade::on(&mut response)
+        .await
+        .expect("the stream becomes the tunnel");
+    let mut io = TokioIo::new(upgraded);
+    for text in ["over", "http/2"] {
+        let frame = text_frame(text);
+        io.write_all(&frame).await.expect("write");
+        let mut back = vec![0u8; frame.len()];
+        tokio::time::timeout(PATIENCE, io.read_exact(&mut back))
+            .await
+            .expect("echo in time")
+            .expect("read");
+        assert_eq!(back, frame);
+    }
+    let open = h.endpoint("web", backend).await.expect("endpoint");
+    assert_eq!(open.in_flight, 1, "the tunnel is one request in flight");
+    drop(io);
+    drop(client);
+    h.wait_idle("web").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_connect_for_another_protocol_is_refused_as_not_implemented() {
+    let (backend, _tasks) = echo_backend().await;
+    let h = Harness::start(&config(&[backend], "{healthCheck: {type: None}}")).await;
+    let proxy = h.listen("web").await;
+    let mut client = h2_client(proxy).await;
+    let response = client
+        .send_request(extended_connect(proxy, "connect-udp"))
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), StatusCode::NOT_IMPLEMENTED);
+    assert_eq!(
+        response.headers()["x-rollcall-reason"],
+        "unsupported-protocol"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

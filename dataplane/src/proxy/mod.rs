@@ -3,7 +3,7 @@
 //! body (`client_body`), the endpoint's response body (`response_body`), the upstream request's
 //! form (`request`), header rules (`headers`), the answers the sidecar makes itself (`answer`),
 //! how a gRPC call's outcome is read and answered (`grpc`) and protocol upgrades turned into
-//! tunnels (`upgrade`). Connections to the endpoints live below, in `crate::upstream`.
+//! tunnels (`upgrade`; WebSockets over HTTP/2 translated by `websocket_h2`). Connections to the endpoints live below, in `crate::upstream`.
 
 pub mod answer;
 mod attempt;
@@ -16,3 +16,4 @@ mod response_body;
 pub mod server;
 mod tunnel_idle;
 pub mod upgrade;
+mod websocket_h2;

@@ -116,7 +116,11 @@ async fn accept_loop(
             // that trickles headers cannot hold a connection forever.
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder.http1().timer(TokioTimer::new());
-            builder.http2().timer(TokioTimer::new());
+            // Extended CONNECT (RFC 8441), so HTTP/2 clients can open WebSockets.
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .enable_connect_protocol();
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             tokio::pin!(conn);
             tokio::select! {

@@ -5,7 +5,8 @@
 //! long as it is open, it is counted once in the request metrics, and at shutdown it gets the
 //! listener's grace period, then is closed (`Tunnels`). A connect failure is tried on another
 //! endpoint (nothing was sent); once sent, an upgrade is never retried. An endpoint that
-//! declines (any status but 101) is answered as usual.
+//! declines (any status but 101) is answered as usual. A WebSocket over HTTP/2 (an extended
+//! CONNECT) takes the same path, translated to and from HTTP/1.1 by `super::websocket_h2`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use super::answer;
 use super::forward::status_label;
 use super::headers::{add_forwarded, strip_hop_by_hop};
 use super::tunnel_idle::Activity;
+use super::websocket_h2;
 use crate::outcome::{Outcome, Verdict};
 use crate::pool::Pool;
 use crate::retry::LocalAnswer;
@@ -36,9 +38,13 @@ pub struct Tunnels {
     pub cut: CancellationToken,
 }
 
-/// Whether a request asks to switch protocols: `Connection: upgrade` and an `Upgrade` header,
-/// on HTTP/1.1 (HTTP/2 has no such thing).
+/// Whether a request asks to switch protocols: `Connection: upgrade` and an `Upgrade` header
+/// on HTTP/1.1, or an HTTP/2 extended CONNECT (RFC 8441).
 pub(super) fn is_upgrade<B>(req: &Request<B>) -> bool {
+    websocket_h2::is_extended_connect(req) || is_http1_upgrade(req)
+}
+
+fn is_http1_upgrade<B>(req: &Request<B>) -> bool {
     req.version() == http::Version::HTTP_11
         && req.headers().contains_key(header::UPGRADE)
         && req
@@ -70,8 +76,28 @@ pub(super) async fn forward(
 ) -> Response<ProxyBody> {
     let received = Instant::now();
     let settings = pool.settings();
+    let over_h2 = websocket_h2::is_extended_connect(&req);
     let client_side = hyper::upgrade::on(&mut req);
     let (mut parts, body) = req.into_parts();
+    // The key the endpoint's handshake must answer, for a WebSocket that came over HTTP/2.
+    let h2_key = if over_h2 {
+        match websocket_h2::to_http1(&mut parts, rand::random()) {
+            Ok(key) => Some(key),
+            Err(refusal) => {
+                let local = LocalAnswer {
+                    status: 501,
+                    reason: "unsupported-protocol",
+                };
+                return pool.finish(
+                    answer::local(local, &refusal, false),
+                    local.request_label(),
+                    received,
+                );
+            }
+        }
+    } else {
+        None
+    };
     let host = parts.headers.get(header::HOST).cloned();
     strip_all_but_upgrade(&mut parts.headers);
     add_forwarded(&mut parts.headers, client, host.as_ref());
@@ -157,6 +183,25 @@ pub(super) async fn forward(
             );
         }
         let endpoint_side = hyper::upgrade::on(&mut response);
+        let (mut head, _) = response.into_parts();
+        match &h2_key {
+            Some(key) => {
+                if let Err(error) = websocket_h2::to_h2_response(&mut head, key) {
+                    // Agreed to switch, but not to our handshake: not a tunnel to join.
+                    pool.record_verdict(endpoint.addr, Verdict::GatewayError, &error);
+                    let local = LocalAnswer {
+                        status: 502,
+                        reason: "upstream-protocol-error",
+                    };
+                    return pool.finish(
+                        answer::local(local, &error, false),
+                        local.request_label(),
+                        received,
+                    );
+                }
+            }
+            None => strip_all_but_upgrade(&mut head.headers),
+        }
         let addr = endpoint.addr;
         let pool_name = pool.name().to_owned();
         let cut = tunnels.cut.clone();
@@ -191,12 +236,10 @@ pub(super) async fn forward(
             // The tunnel was one long request to its endpoint.
             drop(guard);
         });
-        let (mut parts, _) = response.into_parts();
-        strip_all_but_upgrade(&mut parts.headers);
         let empty = http_body_util::Empty::new()
             .map_err(|never| match never {})
             .boxed_unsync();
-        return pool.finish(Response::from_parts(parts, empty), "success", received);
+        return pool.finish(Response::from_parts(head, empty), "success", received);
     }
     let local = LocalAnswer {
         status: if tried.is_empty() { 503 } else { 502 },
