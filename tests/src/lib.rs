@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use rollcall_testkit::{Behavior, TestBackend, system};
 use serde_json::Value;
 
 /// How long any one expected thing may take before the test fails (generous: a loaded
@@ -40,6 +41,31 @@ pub fn controller_flags() -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect()
+}
+
+/// The local API server (logs in `dir`) holding the demo's CRD, namespaces, Service `shop/web`
+/// and its EndpointSlices for three fresh backends (in zone-a, zone-b and zone-c), then `more`
+/// objects (YAML or JSON), all applied as field manager `manager`.
+pub async fn demo_api(
+    dir: &std::path::Path,
+    manager: &str,
+    more: &[String],
+) -> anyhow::Result<(system::LocalApi, Vec<TestBackend>)> {
+    let api = system::LocalApi::start(dir, &[]).await?;
+    let mut backends = Vec::new();
+    for _ in 0..3 {
+        backends.push(TestBackend::spawn(Behavior::ok()).await?);
+    }
+    let demo = [
+        system::CRD_YAML.to_string(),
+        system::NAMESPACE_YAML.to_string(),
+        system::SERVICE_YAML.to_string(),
+        system::slices_yaml(&backends),
+    ];
+    for yaml in demo.iter().chain(more) {
+        api.apply(yaml, manager).await?;
+    }
+    Ok((api, backends))
 }
 
 /// Poll `process`'s log until it contains `needle`; panics with the log after `PATIENCE`.

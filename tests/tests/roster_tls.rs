@@ -9,12 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use rollcall_e2e::{PATIENCE, run_dir, wait_log};
+use rollcall_e2e::{PATIENCE, demo_api, run_dir, wait_log};
 use rollcall_testkit::system::identity::{self, TokenFile};
-use rollcall_testkit::system::{
-    CRD_YAML, Controller, LocalApi, NAMESPACE_YAML, POOL_YAML, SERVICE_YAML, Sidecar, slices_yaml,
-};
-use rollcall_testkit::{Behavior, TestBackend};
+use rollcall_testkit::system::{Controller, LocalApi, POOL_YAML, Sidecar};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -100,20 +97,9 @@ async fn sidecar_trusting(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sidecars_follow_the_controller_over_tls_and_a_renewed_certificate_is_served() {
     let dir = run_dir("roster-tls");
-    let api = LocalApi::start(&dir, &[]).await.unwrap();
-    let mut backends = Vec::new();
-    for _ in 0..3 {
-        backends.push(TestBackend::spawn(Behavior::ok()).await.unwrap());
-    }
-    for yaml in [
-        CRD_YAML.to_string(),
-        NAMESPACE_YAML.to_string(),
-        SERVICE_YAML.to_string(),
-        slices_yaml(&backends),
-        POOL_YAML.to_string(),
-    ] {
-        api.apply(&yaml, "roster-tls-test").await.unwrap();
-    }
+    let (api, backends) = demo_api(&dir, "roster-tls-test", &[POOL_YAML.to_string()])
+        .await
+        .unwrap();
     let ours = ca(&dir, "cluster");
     let first = serving_cert(&ours, &dir);
     let flags = [

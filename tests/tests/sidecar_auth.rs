@@ -11,13 +11,10 @@ use std::time::Duration;
 
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::proto::v1::roster_client::RosterClient;
-use rollcall_e2e::{PATIENCE, ejection, run_dir, wait_log};
+use rollcall_e2e::{PATIENCE, demo_api, ejection, run_dir, wait_log};
+use rollcall_testkit::TestBackend;
 use rollcall_testkit::system::identity::{self, AUDIENCE, PodIdentity};
-use rollcall_testkit::system::{
-    CRD_YAML, Controller, LocalApi, NAMESPACE_YAML, SERVICE_YAML, Sidecar, pool_resource,
-    slices_yaml,
-};
-use rollcall_testkit::{Behavior, TestBackend};
+use rollcall_testkit::system::{Controller, LocalApi, Sidecar, pool_resource};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -34,31 +31,21 @@ struct World {
 /// and one controller that authenticates sidecars.
 async fn world(test: &str) -> World {
     let dir = run_dir(test);
-    let api = LocalApi::start(&dir, &[]).await.unwrap();
-    let mut backends = Vec::new();
-    for _ in 0..3 {
-        backends.push(TestBackend::spawn(Behavior::ok()).await.unwrap());
-    }
     let pools = ["web", "web-canary"].map(|name| {
         json!({"apiVersion": "rollcall.dev/v1alpha1", "kind": "BackendPool",
                "metadata": {"name": name, "namespace": "shop"},
                "spec": {"service": {"name": "web", "port": "http"}}})
         .to_string()
     });
-    for yaml in [
-        CRD_YAML.to_string(),
-        NAMESPACE_YAML.to_string(),
-        SERVICE_YAML.to_string(),
-        slices_yaml(&backends),
+    let more = [
         pools[0].clone(),
         pools[1].clone(),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "front"}}).to_string(),
         json!({"apiVersion": "v1", "kind": "Namespace",
                "metadata": {"name": "rollcall-system"}})
         .to_string(),
-    ] {
-        api.apply(&yaml, "sidecar-auth-test").await.unwrap();
-    }
+    ];
+    let (api, backends) = demo_api(&dir, "sidecar-auth-test", &more).await.unwrap();
     let mut controller = Controller::start(&api.kubeconfig, "rollcall-controller-0", &dir, &[])
         .await
         .unwrap();

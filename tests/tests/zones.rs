@@ -7,12 +7,10 @@
 
 use std::time::Duration;
 
-use rollcall_e2e::{PATIENCE, run_dir, wait_log};
+use rollcall_e2e::{PATIENCE, demo_api, run_dir, wait_log};
 use rollcall_testkit::system::identity::{self, TokenFile};
-use rollcall_testkit::system::{
-    CRD_YAML, Controller, LocalApi, NAMESPACE_YAML, SERVICE_YAML, Sidecar, slices_yaml,
-};
-use rollcall_testkit::{Behavior, TestBackend, client};
+use rollcall_testkit::system::{Controller, LocalApi, Sidecar};
+use rollcall_testkit::{TestBackend, client};
 use serde_json::json;
 
 const POOL: &str = r#"{"apiVersion": "rollcall.dev/v1alpha1", "kind": "BackendPool",
@@ -75,26 +73,16 @@ async fn spread(sidecar: &Sidecar, backends: &[TestBackend], n: usize) -> Vec<u6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sidecar_routes_within_the_zone_the_controller_reads_from_its_node() {
     let dir = run_dir("zones");
-    let api = LocalApi::start(&dir, &[]).await.unwrap();
-    let mut backends = Vec::new();
-    for _ in 0..3 {
-        backends.push(TestBackend::spawn(Behavior::ok()).await.unwrap());
-    }
     // The demo's slices put backend 1, 2 and 3 in zone-a, zone-b and zone-c.
-    for yaml in [
-        CRD_YAML.to_string(),
-        NAMESPACE_YAML.to_string(),
-        SERVICE_YAML.to_string(),
-        slices_yaml(&backends),
+    let nodes = [
         POOL.to_string(),
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-b",
                "labels": {"topology.kubernetes.io/zone": "zone-b"}}})
         .to_string(),
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-unlabelled"}})
             .to_string(),
-    ] {
-        api.apply(&yaml, "zones-test").await.unwrap();
-    }
+    ];
+    let (api, backends) = demo_api(&dir, "zones-test", &nodes).await.unwrap();
     let mut controller = Controller::start(&api.kubeconfig, "rollcall-controller-0", &dir, &[])
         .await
         .unwrap();
