@@ -84,15 +84,7 @@ pub(super) async fn forward(
         match websocket_h2::to_http1(&mut parts, rand::random()) {
             Ok(key) => Some(key),
             Err(refusal) => {
-                let local = LocalAnswer {
-                    status: 501,
-                    reason: "unsupported-protocol",
-                };
-                return pool.finish(
-                    answer::local(local, &refusal, false),
-                    local.request_label(),
-                    received,
-                );
+                return local_answer(&pool, (501, "unsupported-protocol"), &refusal, received);
             }
         }
     } else {
@@ -161,12 +153,7 @@ pub(super) async fn forward(
             (_, failure) => {
                 let (status, reason, detail) =
                     failure.unwrap_or((502, "upstream-reset", String::new()));
-                let local = LocalAnswer { status, reason };
-                return pool.finish(
-                    answer::local(local, &detail, false),
-                    local.request_label(),
-                    received,
-                );
+                return local_answer(&pool, (status, reason), &detail, received);
             }
         };
         if response.status() != StatusCode::SWITCHING_PROTOCOLS {
@@ -189,15 +176,8 @@ pub(super) async fn forward(
                 if let Err(error) = websocket_h2::to_h2_response(&mut head, key) {
                     // Agreed to switch, but not to our handshake: not a tunnel to join.
                     pool.record_verdict(endpoint.addr, Verdict::GatewayError, &error);
-                    let local = LocalAnswer {
-                        status: 502,
-                        reason: "upstream-protocol-error",
-                    };
-                    return pool.finish(
-                        answer::local(local, &error, false),
-                        local.request_label(),
-                        received,
-                    );
+                    let failed = (502, "upstream-protocol-error");
+                    return local_answer(&pool, failed, &error, received);
                 }
             }
             None => strip_all_but_upgrade(&mut head.headers),
@@ -241,16 +221,24 @@ pub(super) async fn forward(
             .boxed_unsync();
         return pool.finish(Response::from_parts(head, empty), "success", received);
     }
-    let local = LocalAnswer {
-        status: if tried.is_empty() { 503 } else { 502 },
-        reason: if tried.is_empty() {
-            "no-healthy-endpoints"
-        } else {
-            "upstream-connect-failure"
-        },
+    let none = if tried.is_empty() {
+        (503, "no-healthy-endpoints")
+    } else {
+        (502, "upstream-connect-failure")
     };
+    local_answer(&pool, none, &detail, received)
+}
+
+/// The sidecar's own answer to an upgrade (`status`, `reason`), counted as the request's end.
+fn local_answer(
+    pool: &Pool,
+    (status, reason): (u16, &'static str),
+    detail: &str,
+    received: Instant,
+) -> Response<ProxyBody> {
+    let local = LocalAnswer { status, reason };
     pool.finish(
-        answer::local(local, &detail, false),
+        answer::local(local, detail, false),
         local.request_label(),
         received,
     )
