@@ -27,8 +27,6 @@ pub enum Error {
     Kube(#[source] kube::Error),
     #[error("cannot render YAML: {0}")]
     Yaml(String),
-    #[error("gRPC server error: {0}")]
-    Transport(#[source] tonic::transport::Error),
     #[error("metrics error: {0}")]
     Metrics(#[source] prometheus::Error),
     #[error("leader election failed: {0}")]

@@ -8,19 +8,17 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures_util::TryStreamExt;
 use rollcall_api::proto::encoded::v1::roster_server::RosterServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::Routes;
 use tonic::service::interceptor::InterceptedService;
 
+use crate::Result;
 use crate::metrics::Metrics;
 use crate::roster::RosterHub;
 use crate::status::ReportStore;
-use crate::{Error, Result};
 
 mod admit;
 pub mod auth;
@@ -29,6 +27,7 @@ pub mod identity;
 mod service;
 pub mod sessions;
 pub mod tls;
+mod transport;
 pub mod zones;
 
 pub use identity::{Caller, identify};
@@ -107,7 +106,8 @@ impl State {
 }
 
 /// Serve the roster API on `listener` until `shutdown` resolves: over TLS with `tls`
-/// (handshakes through `tls::incoming`), else plaintext h2c.
+/// (handshakes through `tls::incoming`), else plaintext h2c. Connections are HTTP/2 only, with
+/// the settings of `transport`.
 pub async fn serve(
     listener: TcpListener,
     state: State,
@@ -118,24 +118,10 @@ pub async fn serve(
     let svc = RosterServer::new(RosterService::new(state, limits))
         .max_decoding_message_size(limits.max_decoding_message_size)
         .max_encoding_message_size(limits.max_encoding_message_size);
-    let router = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-        .add_service(InterceptedService::new(svc, identify));
+    let routes = Routes::new(InterceptedService::new(svc, identify));
     match tls {
-        Some(config) => {
-            router
-                .serve_with_incoming_shutdown(tls::incoming(listener, config), shutdown)
-                .await
-        }
-        None => {
-            router
-                .serve_with_incoming_shutdown(
-                    TcpListenerStream::new(listener).map_ok(tls::no_delay),
-                    shutdown,
-                )
-                .await
-        }
+        Some(config) => transport::serve(tls::incoming(listener, config), routes, shutdown).await,
+        None => transport::serve(tls::plaintext(listener), routes, shutdown).await,
     }
-    .map_err(Error::Transport)
+    Ok(())
 }

@@ -3,8 +3,9 @@
 //! renewed pair is served from the next handshake on, a pair that does not load is logged and
 //! the last good one keeps serving. Handshakes run concurrently, each bounded by
 //! `HANDSHAKE_TIMEOUT`, so a client that connects and says nothing holds only its own task;
-//! finished connections are handed to tonic as its incoming stream.
+//! finished connections are handed to the server (`transport`) as its incoming stream.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,33 +112,24 @@ fn reload(resolver: &CertResolver, files: &TlsFiles) -> Result<bool, TlsError> {
 }
 
 /// Accept on `listener`, handshake each connection on its own task, and yield the finished
-/// ones. Ends when the stream is dropped.
+/// ones with their peers' addresses. Ends when the stream is dropped.
 pub fn incoming(
     listener: TcpListener,
     config: Arc<rustls::ServerConfig>,
-) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+) -> ReceiverStream<(TlsStream<TcpStream>, Option<SocketAddr>)> {
     let (tx, rx) = mpsc::channel(64);
     let acceptor = TlsAcceptor::from(config);
     tokio::spawn(async move {
         loop {
             let (tcp, peer) = tokio::select! {
                 () = tx.closed() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
-                        // Out of descriptors and the like: pause rather than spin.
-                        tracing::warn!(%error, "roster port accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                },
+                accepted = accept(&listener) => accepted,
             };
-            let tcp = no_delay(tcp);
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => {
-                        let _ = tx.send(Ok(tls)).await;
+                        let _ = tx.send((tls, Some(peer))).await;
                     }
                     Ok(Err(error)) => {
                         tracing::debug!(%peer, %error, "roster TLS handshake failed");
@@ -150,11 +142,35 @@ pub fn incoming(
     ReceiverStream::new(rx)
 }
 
+/// Every connection accepted on `listener`, plaintext, with its peer's address (when the
+/// controller is given no certificate).
+pub fn plaintext(
+    listener: TcpListener,
+) -> impl futures_util::Stream<Item = (TcpStream, Option<SocketAddr>)> {
+    futures_util::stream::unfold(listener, |listener| async move {
+        let (tcp, peer) = accept(&listener).await;
+        Some(((tcp, Some(peer)), listener))
+    })
+}
+
+/// The next connection, with `TCP_NODELAY` set. Accept errors (out of descriptors and the
+/// like) are logged and waited out rather than spun on.
+async fn accept(listener: &TcpListener) -> (TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok((tcp, peer)) => return (no_delay(tcp), peer),
+            Err(error) => {
+                tracing::warn!(%error, "roster port accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 /// Small roster messages (a delta, a feedback) go out at once: without `TCP_NODELAY`, Nagle
 /// holds one back while the previous is unacknowledged, up to the peer's delayed-ACK timer.
-/// Set on every accepted connection, since serving from our own listener skips tonic's own
-/// setting.
-pub fn no_delay(tcp: tokio::net::TcpStream) -> tokio::net::TcpStream {
+/// Set on every accepted connection.
+fn no_delay(tcp: tokio::net::TcpStream) -> tokio::net::TcpStream {
     if let Err(error) = tcp.set_nodelay(true) {
         tracing::debug!(%error, "TCP_NODELAY not set on a roster connection");
     }

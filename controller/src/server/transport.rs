@@ -1,0 +1,130 @@
+//! The roster port's HTTP/2 connections, served by hyper directly instead of through
+//! `tonic::transport::Server`, for one setting tonic does not expose: how much a stream may
+//! queue for sending. h2 keeps every queued DATA frame in a per-connection slab that never
+//! shrinks, and with hyper's default (400 KiB per stream) a sidecar's first roster, 10,000
+//! endpoints in parts, queued whole: under a 1,000-sidecar fleet those slabs alone held 20–79 MB.
+//! Bounding the send buffer, and the receive windows (the same slab on the way in, plus the
+//! queued bytes while reports wait to be read), bounds both; flow control does the rest.
+//! Accepting, TLS handshakes (`tls::incoming`) and the service are the caller's; this owns
+//! the per-connection settings, the peer address tonic's `remote_addr()` reads, and a graceful
+//! close of every connection on shutdown.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+use tonic::service::Routes;
+use tonic::transport::server::TcpConnectInfo;
+
+/// What one stream may have queued for sending before it waits for the socket: a few roster
+/// parts (about 3 KB each), so a roster of any size flows but never queues whole.
+const MAX_SEND_BUFFER: usize = 32 * 1024;
+/// How much a sidecar may send on one stream before the controller has read it.
+const STREAM_WINDOW: u32 = 256 * 1024;
+/// And on one connection (a Watch and a ReportChanges stream).
+const CONNECTION_WINDOW: u32 = 512 * 1024;
+/// Pings on an idle connection, and how long an answer may take before it is closed.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The HTTP/2 settings of every roster connection.
+fn builder() -> hyper::server::conn::http2::Builder<TokioExecutor> {
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .max_send_buf_size(MAX_SEND_BUFFER)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW);
+    builder
+}
+
+/// Serve `routes` on every connection `incoming` yields (each with its peer's address) until
+/// `shutdown` resolves; then stop accepting, close every connection gracefully (streams in
+/// flight finish; the service ends its own long streams) and return once all are gone.
+pub async fn serve<I, IO>(incoming: I, routes: Routes, shutdown: impl Future<Output = ()>)
+where
+    I: Stream<Item = (IO, Option<SocketAddr>)>,
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let builder = builder();
+    let (closing_tx, closing_rx) = watch::channel(false);
+    // Boxed so it can be dropped before the drain: that closes the listener, and new clients
+    // are refused at once instead of waiting on a port nobody serves.
+    let mut incoming = Box::pin(incoming);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (io, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            next = incoming.next() => match next {
+                Some(accepted) => accepted,
+                None => break,
+            },
+        };
+        tokio::spawn(connection(
+            builder.clone(),
+            io,
+            peer,
+            routes.clone(),
+            closing_rx.clone(),
+        ));
+    }
+    drop(incoming);
+    let _ = closing_tx.send(true);
+    drop(closing_rx);
+    closing_tx.closed().await;
+}
+
+/// One connection, until the peer goes or `closing` turns true and its streams are done.
+async fn connection<IO>(
+    builder: hyper::server::conn::http2::Builder<TokioExecutor>,
+    io: IO,
+    peer: Option<SocketAddr>,
+    routes: Routes,
+    mut closing: watch::Receiver<bool>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let info = TcpConnectInfo {
+        local_addr: None,
+        remote_addr: peer,
+    };
+    let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+        request.extensions_mut().insert(info.clone());
+        let mut routes = routes.clone();
+        async move {
+            // Routes (an axum router) is always ready; its error type is Infallible.
+            let response = tonic::codegen::Service::call(&mut routes, request).await;
+            Ok::<_, Infallible>(match response {
+                Ok(response) => response,
+                Err(never) => match never {},
+            })
+        }
+    });
+    let connection = builder.serve_connection(TokioIo::new(io), service);
+    let mut connection = std::pin::pin!(connection);
+    let mut closing_seen = false;
+    loop {
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(error) = served {
+                    tracing::debug!(?peer, %error, "roster connection ended with an error");
+                }
+                return;
+            }
+            changed = closing.wait_for(|c| *c), if !closing_seen => {
+                closing_seen = true;
+                if changed.is_ok() {
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
