@@ -205,11 +205,11 @@ fn classify(
 ) -> Ended {
     match sent {
         Ok((response, release)) => {
-            let status = match grpc::status(response.headers()) {
-                // Trailers-only: the call's outcome is here already.
-                Some(code) if grpc_call => grpc::http_equivalent(code),
-                _ => response.status().as_u16(),
-            };
+            // Trailers-only: the call's outcome is here already.
+            let grpc_code = grpc_call
+                .then(|| grpc::status(response.headers()))
+                .flatten();
+            let status = grpc_code.map_or(response.status().as_u16(), grpc::http_equivalent);
             (
                 Outcome::Answered(status),
                 String::new(),

@@ -5,7 +5,6 @@
 //! in-flight count is held by a guard that travels with its response body, so it is released on
 //! every path: success, failure, timeout, and the client going away (the future is dropped).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
@@ -18,7 +17,7 @@ use super::answer::{self, error_response};
 use super::attempt::{self, Outgoing, TryResult};
 use super::client_body::{Progress, RequestBody};
 use super::grpc;
-use super::headers::{add_forwarded, strip_hop_by_hop};
+use super::headers::{ClientAddr, add_forwarded, strip_hop_by_hop};
 use super::request::{Target, grpc_timeout};
 use super::response_body::{Answered, TrackedBody};
 use super::upgrade::{self, Tunnels};
@@ -40,7 +39,7 @@ struct Kept {
 pub async fn forward(
     pool: Arc<Pool>,
     req: Request<Incoming>,
-    client: SocketAddr,
+    client: &ClientAddr,
     tunnels: &Tunnels,
 ) -> Response<ProxyBody> {
     if upgrade::is_upgrade(&req) {
@@ -86,7 +85,7 @@ impl Drop for ClientWaiting<'_> {
 async fn forward_request(
     pool: &Arc<Pool>,
     req: Request<Incoming>,
-    client: SocketAddr,
+    client: &ClientAddr,
     received: Instant,
 ) -> Response<ProxyBody> {
     let settings = pool.settings();

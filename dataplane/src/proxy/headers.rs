@@ -1,13 +1,13 @@
 //! Header rules of a forwarding proxy (RFC 9110 §7.6.1): hop-by-hop fields, and the fields named
 //! in `Connection`, belong to one connection and are removed in both directions; the original
-//! client, scheme and host are passed on in `X-Forwarded-For/-Proto/-Host`. Upgrades (WebSocket)
-//! are not proxied yet, so `Upgrade` is removed like any other hop-by-hop field.
+//! client, scheme and host are passed on in `X-Forwarded-For/-Proto/-Host`. `Upgrade` is removed
+//! like any other hop-by-hop field; the upgrade path (`super::upgrade`) puts back what it carries.
 
 use std::net::SocketAddr;
 
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 
-const HOP_BY_HOP: [HeaderName; 6] = [
+const HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -16,32 +16,76 @@ const HOP_BY_HOP: [HeaderName; 6] = [
     header::UPGRADE,
 ];
 
+const HOP_BY_HOP_COUNT: usize = 6;
+
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
+/// The client of one connection, with its `X-Forwarded-For` entry formatted once for every
+/// request the connection carries (formatting an address per request was a measurable share of
+/// the request path's cost).
+#[derive(Clone, Debug)]
+pub struct ClientAddr {
+    pub addr: SocketAddr,
+    forwarded_for: HeaderValue,
+}
+
+impl ClientAddr {
+    pub fn new(addr: SocketAddr) -> Self {
+        let forwarded_for = HeaderValue::from_str(&addr.ip().to_string())
+            .unwrap_or_else(|_| HeaderValue::from_static("unknown"));
+        Self {
+            addr,
+            forwarded_for,
+        }
+    }
+}
+
 /// Remove hop-by-hop fields, including every field the `Connection` header names. A `TE:
 /// trailers` request field survives because gRPC needs it end to end.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
+    // One pass over the names says which hop-by-hop fields are there at all; most messages carry
+    // none or only `Connection`, so most of the hashed removals below are skipped.
+    let mut present = [false; HOP_BY_HOP_COUNT];
+    let mut any = false;
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            present[i] = true;
+            any = true;
+        }
     }
-    let keep_te_trailers = headers
-        .get(header::TE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
-        });
-    for name in HOP_BY_HOP {
-        headers.remove(name);
+    if !any {
+        return;
+    }
+    // `Connection` is HOP_BY_HOP[0].
+    if present[0] {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            // The common option; a `Keep-Alive` field is removed below when there is one.
+            .filter(|name| !name.eq_ignore_ascii_case("keep-alive"))
+            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    let keep_te_trailers = present[3]
+        && headers
+            .get(header::TE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+            });
+    for (name, present) in HOP_BY_HOP.into_iter().zip(present) {
+        if present {
+            headers.remove(name);
+        }
     }
     if keep_te_trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
@@ -50,22 +94,32 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Add `X-Forwarded-For` (appending the client to any chain already there), and set
 /// `X-Forwarded-Proto` and `X-Forwarded-Host` when the client did not.
-pub fn add_forwarded(headers: &mut HeaderMap, client: SocketAddr, host: Option<&HeaderValue>) {
-    let client_ip = client.ip().to_string();
-    let chain = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(prior) if !prior.is_empty() => format!("{prior}, {client_ip}"),
-        _ => client_ip,
-    };
-    if let Ok(value) = HeaderValue::from_str(&chain) {
-        headers.insert(X_FORWARDED_FOR, value);
+pub fn add_forwarded(headers: &mut HeaderMap, client: &ClientAddr, host: Option<&HeaderValue>) {
+    match headers.entry(X_FORWARDED_FOR) {
+        Entry::Occupied(mut entry) if !entry.get().is_empty() => {
+            let prior = entry.get().as_bytes();
+            let mut chain = Vec::with_capacity(prior.len() + 2 + client.forwarded_for.len());
+            chain.extend_from_slice(prior);
+            chain.extend_from_slice(b", ");
+            chain.extend_from_slice(client.forwarded_for.as_bytes());
+            if let Ok(chain) = HeaderValue::from_bytes(&chain) {
+                entry.insert(chain);
+            }
+        }
+        Entry::Occupied(mut entry) => {
+            entry.insert(client.forwarded_for.clone());
+        }
+        Entry::Vacant(entry) => {
+            entry.insert(client.forwarded_for.clone());
+        }
     }
-    if !headers.contains_key(&X_FORWARDED_PROTO) {
-        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+    if let Entry::Vacant(entry) = headers.entry(X_FORWARDED_PROTO) {
+        entry.insert(HeaderValue::from_static("http"));
     }
     if let Some(host) = host
-        && !headers.contains_key(&X_FORWARDED_HOST)
+        && let Entry::Vacant(entry) = headers.entry(X_FORWARDED_HOST)
     {
-        headers.insert(X_FORWARDED_HOST, host.clone());
+        entry.insert(host.clone());
     }
 }
 
@@ -112,9 +166,10 @@ mod tests {
     fn forwarded_for_appends_to_an_existing_chain() {
         let client: SocketAddr = "10.0.0.7:5555".parse().unwrap();
         let mut h = map(&[("x-forwarded-for", "1.2.3.4")]);
+        let client = ClientAddr::new(client);
         add_forwarded(
             &mut h,
-            client,
+            &client,
             Some(&HeaderValue::from_static("shop.local")),
         );
         assert_eq!(h.get("x-forwarded-for").unwrap(), "1.2.3.4, 10.0.0.7");
@@ -122,8 +177,50 @@ mod tests {
         assert_eq!(h.get("x-forwarded-host").unwrap(), "shop.local");
 
         let mut fresh = HeaderMap::new();
-        add_forwarded(&mut fresh, client, None);
+        add_forwarded(&mut fresh, &client, None);
         assert_eq!(fresh.get("x-forwarded-for").unwrap(), "10.0.0.7");
         assert!(!fresh.contains_key("x-forwarded-host"));
+    }
+
+    #[test]
+    fn a_message_without_hop_by_hop_fields_is_left_as_it_is() {
+        let mut h = map(&[
+            ("accept", "*/*"),
+            ("x-trace", "a"),
+            ("x-trace", "b"),
+            ("content-length", "3"),
+        ]);
+        let before = h.clone();
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h, before);
+    }
+
+    #[test]
+    fn connection_keep_alive_goes_and_the_rest_stays() {
+        let mut h = map(&[
+            ("connection", "Keep-Alive"),
+            ("keep-alive", "timeout=5"),
+            ("content-type", "text/plain"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert!(h.contains_key("content-type"));
+    }
+
+    #[test]
+    fn an_empty_forwarded_for_is_replaced_and_ipv6_clients_are_written_bare() {
+        let client = ClientAddr::new("[2001:db8::7]:443".parse().unwrap());
+        let mut h = map(&[("x-forwarded-for", ""), ("x-forwarded-proto", "https")]);
+        add_forwarded(&mut h, &client, None);
+        assert_eq!(h.get("x-forwarded-for").unwrap(), "2001:db8::7");
+        assert_eq!(
+            h.get("x-forwarded-proto").unwrap(),
+            "https",
+            "the client's word stays"
+        );
+        // Every request of the connection gets the same entry.
+        let mut second = HeaderMap::new();
+        add_forwarded(&mut second, &client, None);
+        assert_eq!(second.get("x-forwarded-for").unwrap(), "2001:db8::7");
     }
 }

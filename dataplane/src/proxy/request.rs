@@ -17,38 +17,50 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 pub(super) struct Target {
     /// Origin form, for HTTP/1.1.
     origin: Uri,
-    /// Absolute form, for HTTP/2; `None` when the host cannot make one.
+    /// Absolute form, for HTTP/2; `None` for an HTTP/1.1 pool.
     absolute: Option<Uri>,
 }
 
 impl Target {
     /// `Err` is why the request cannot be forwarded at all (the client's fault): a target that
-    /// is not a path, or, for an HTTP/2 pool, a host that cannot be an authority.
+    /// is not a path, or, for an HTTP/2 pool, a host that cannot be an authority. The absolute
+    /// form is made only for an HTTP/2 pool (an HTTP/1.1 request never needs it).
     pub(super) fn of(
         parts: &http::request::Parts,
         host: Option<&HeaderValue>,
         http2: bool,
     ) -> Result<Self, String> {
-        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let origin = Uri::try_from(path).map_err(|e| format!("bad request target: {e}"))?;
-        let authority = host.and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-        let absolute = Uri::builder()
-            .scheme("http")
-            .authority(authority)
-            .path_and_query(path)
-            .build();
-        match absolute {
-            Ok(absolute) => Ok(Self {
-                origin,
-                absolute: Some(absolute),
-            }),
-            Err(e) if http2 => Err(format!("cannot build the upstream URI: {e}")),
-            Err(_) => Ok(Self {
+        let origin = if parts.uri.scheme().is_none() && parts.uri.authority().is_none() {
+            // Already in origin form, as HTTP/1.1 clients send it: no need to parse it again.
+            parts.uri.clone()
+        } else {
+            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            Uri::try_from(path).map_err(|e| format!("bad request target: {e}"))?
+        };
+        if !http2 {
+            return Ok(Self {
                 origin,
                 absolute: None,
-            }),
+            });
         }
+        let absolute = absolute_form(&origin, host)
+            .map_err(|e| format!("cannot build the upstream URI: {e}"))?;
+        Ok(Self {
+            origin,
+            absolute: Some(absolute),
+        })
     }
+}
+
+/// `http://HOST/PATH` for an HTTP/2 request (`localhost` when the client named no host).
+fn absolute_form(origin: &Uri, host: Option<&HeaderValue>) -> Result<Uri, http::Error> {
+    let path = origin.path_and_query().map_or("/", |p| p.as_str());
+    let authority = host.and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    Uri::builder()
+        .scheme("http")
+        .authority(authority)
+        .path_and_query(path)
+        .build()
 }
 
 /// The upstream request: origin-form URI on an HTTP/1.1 connection, absolute URI on an HTTP/2
@@ -63,13 +75,20 @@ pub(super) fn build_request(
     let mut request = Request::new(body);
     *request.method_mut() = parts.method.clone();
     *request.headers_mut() = parts.headers.clone();
-    match (&target.absolute, http2) {
-        (Some(absolute), true) => {
-            *request.uri_mut() = absolute.clone();
+    // An HTTP/1.1 pool's request meets an HTTP/2 connection only when the pool's protocol
+    // changed while it was under way; it then gets its absolute form here.
+    let absolute = match (&target.absolute, http2) {
+        (Some(absolute), true) => Some(absolute.clone()),
+        (None, true) => absolute_form(&target.origin, parts.headers.get(http::header::HOST)).ok(),
+        (_, false) => None,
+    };
+    match absolute {
+        Some(absolute) => {
+            *request.uri_mut() = absolute;
             *request.version_mut() = Version::HTTP_2;
             request.headers_mut().remove(http::header::HOST);
         }
-        _ => {
+        None => {
             *request.uri_mut() = target.origin.clone();
             *request.version_mut() = Version::HTTP_11;
         }
@@ -134,5 +153,64 @@ mod tests {
         assert_eq!(v(Duration::from_micros(1_200)), "2m");
         assert_eq!(v(Duration::from_micros(10)), "1m");
         assert_eq!(v(Duration::from_secs(200_000)), "99999999m");
+    }
+
+    fn parts(uri: &str, host: Option<&str>) -> http::request::Parts {
+        let mut request = Request::builder().uri(uri);
+        if let Some(host) = host {
+            request = request.header(http::header::HOST, host);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    fn sent(target: &Target, parts: &http::request::Parts, http2: bool) -> Request<ProxyBody> {
+        use http_body_util::BodyExt;
+        let body = http_body_util::Empty::<bytes::Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        build_request(parts, target, body, http2, None)
+    }
+
+    #[test]
+    fn http1_requests_go_in_origin_form_whatever_form_they_came_in() {
+        let host = HeaderValue::from_static("shop.local");
+        for uri in ["/cart?id=7", "http://shop.local/cart?id=7"] {
+            let p = parts(uri, Some("shop.local"));
+            let target = Target::of(&p, Some(&host), false).unwrap();
+            let request = sent(&target, &p, false);
+            assert_eq!(request.uri(), "/cart?id=7", "from {uri}");
+            assert_eq!(request.version(), Version::HTTP_11);
+        }
+    }
+
+    #[test]
+    fn http2_requests_go_in_absolute_form_without_a_host_header() {
+        let host = HeaderValue::from_static("shop.local:8080");
+        let p = parts("/cart", Some("shop.local:8080"));
+        let target = Target::of(&p, Some(&host), true).unwrap();
+        let request = sent(&target, &p, true);
+        assert_eq!(request.uri(), "http://shop.local:8080/cart");
+        assert_eq!(request.version(), Version::HTTP_2);
+        assert!(request.headers().get(http::header::HOST).is_none());
+    }
+
+    #[test]
+    fn a_host_that_cannot_be_an_authority_is_refused_only_by_an_http2_pool() {
+        let bad = HeaderValue::from_static("not a host");
+        let p = parts("/", Some("not a host"));
+        assert!(Target::of(&p, Some(&bad), true).is_err());
+        let target = Target::of(&p, Some(&bad), false).unwrap();
+        assert_eq!(sent(&target, &p, false).uri(), "/");
+    }
+
+    #[test]
+    fn an_http1_target_meeting_an_http2_connection_gets_its_absolute_form() {
+        // The pool's protocol changed while the request was under way.
+        let host = HeaderValue::from_static("shop.local");
+        let p = parts("/a", Some("shop.local"));
+        let target = Target::of(&p, Some(&host), false).unwrap();
+        let request = sent(&target, &p, true);
+        assert_eq!(request.uri(), "http://shop.local/a");
+        assert_eq!(request.version(), Version::HTTP_2);
     }
 }

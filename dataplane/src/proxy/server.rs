@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::forward::forward;
+use super::headers::ClientAddr;
 use super::upgrade::Tunnels;
 use crate::pool::Pool;
 
@@ -99,6 +100,8 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let pool = Arc::clone(&pool);
+        let client_addr = client;
+        let client = ClientAddr::new(client);
         let (stop, cut) = (stop.clone(), cut.clone());
         let tunnels = Tunnels {
             tracker: connections.clone(),
@@ -108,8 +111,9 @@ async fn accept_loop(
             let service = service_fn(move |req| {
                 let pool = Arc::clone(&pool);
                 let tunnels = tunnels.clone();
+                let client = client.clone();
                 async move {
-                    Ok::<_, std::convert::Infallible>(forward(pool, req, client, &tunnels).await)
+                    Ok::<_, std::convert::Infallible>(forward(pool, req, &client, &tunnels).await)
                 }
             });
             // A timer makes hyper enforce its HTTP/1 header read timeout (30 s), so a client
@@ -126,7 +130,7 @@ async fn accept_loop(
             tokio::select! {
                 result = conn.as_mut() => {
                     if let Err(error) = result {
-                        tracing::debug!(%client, %error, "client connection ended with an error");
+                        tracing::debug!(client = %client_addr, %error, "client connection ended with an error");
                     }
                     return;
                 }

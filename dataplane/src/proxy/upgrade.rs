@@ -8,7 +8,6 @@
 //! declines (any status but 101) is answered as usual. A WebSocket over HTTP/2 (an extended
 //! CONNECT) takes the same path, translated to and from HTTP/1.1 by `super::websocket_h2`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
@@ -22,7 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use super::answer;
 use super::forward::status_label;
-use super::headers::{add_forwarded, strip_hop_by_hop};
+use super::headers::{ClientAddr, add_forwarded, strip_hop_by_hop};
 use super::tunnel_idle::Activity;
 use super::websocket_h2;
 use crate::outcome::{Outcome, Verdict};
@@ -71,7 +70,7 @@ fn strip_all_but_upgrade(headers: &mut http::HeaderMap) {
 pub(super) async fn forward(
     pool: Arc<Pool>,
     mut req: Request<Incoming>,
-    client: SocketAddr,
+    client: &ClientAddr,
     tunnels: Tunnels,
 ) -> Response<ProxyBody> {
     let received = Instant::now();
