@@ -137,3 +137,57 @@ async fn drain_timeout_closes_what_is_still_in_flight() {
         h.metrics()
     );
 }
+
+/// Waits until the sidecar has applied `n` config reloads since it started.
+async fn wait_for_applied_reloads(h: &Harness, n: u32) {
+    let line = format!(r#"rollcall_config_reloads_total{{result="applied"}} {n}"#);
+    let deadline = tokio::time::Instant::now() + support::PATIENCE;
+    while !h.metrics().contains(&line) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "reload {n} was never applied"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_run_only_while_a_pool_has_a_health_check() {
+    // Pool `off` starts without probes; pool `on` probes all along and is the test's clock.
+    let off = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let clock = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let (off_listen, on_listen) = (support::free_port(), support::free_port());
+    let two_pools = |off_policy: &str| {
+        format!(
+            "pools:\n- name: off\n  listen: {off_listen}\n  endpoints: [{{address: \"{}\"}}]\n  policy: {off_policy}\n- name: on\n  listen: {on_listen}\n  endpoints: [{{address: \"{}\"}}]\n  policy: {{healthCheck: {FAST_PROBES}}}\n",
+            off.addr(),
+            clock.addr()
+        )
+    };
+    let h = Harness::start(&two_pools("{healthCheck: {type: None}}")).await;
+    support::within(clock.wait_for_health_checks(5)).await;
+    assert_eq!(off.health_checks(), 0, "no probe while the check is None");
+
+    h.rewrite(&two_pools(&format!("{{healthCheck: {FAST_PROBES}}}")));
+    support::within(off.wait_for_health_checks(2)).await;
+    h.wait_for_state("off", off.addr(), State::Healthy).await;
+
+    h.rewrite(&two_pools("{healthCheck: {type: None}}"));
+    wait_for_applied_reloads(&h, 2).await;
+    // The reload is parsed when it is counted and applied a moment later: let the clock pool
+    // probe ten more times first, then ask for silence over five more of its probes.
+    let seen = clock.health_checks();
+    support::within(clock.wait_for_health_checks(seen + 10)).await;
+    let after_off = off.health_checks();
+    support::within(clock.wait_for_health_checks(seen + 15)).await;
+    assert_eq!(
+        off.health_checks(),
+        after_off,
+        "probes went on after they were turned off"
+    );
+    assert_eq!(
+        h.endpoint("off", off.addr()).await.unwrap().health.state,
+        State::Healthy,
+        "turning probes off keeps the endpoint's health"
+    );
+}

@@ -70,6 +70,11 @@ impl Core {
         &self.settings
     }
 
+    /// Every endpoint the pool holds, draining ones included (each is probed while it stays).
+    pub(super) fn addresses(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.endpoints.keys().copied()
+    }
+
     /// Apply a roster and policy: new endpoints start Unknown, endpoints that stay keep their
     /// health, endpoints that left drain. Returns the new ones (to be probed).
     pub(super) fn update(

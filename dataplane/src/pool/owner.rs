@@ -22,6 +22,7 @@ use super::settings::PoolSettings;
 use crate::config::EndpointConfig;
 use crate::health::probe::{self, ProbeSpec};
 use crate::outcome::Verdict;
+use rollcall_api::policy::HealthCheckType;
 
 /// How often the owner re-evaluates ejection expiry, slow start, panic and draining.
 const TICK: Duration = Duration::from_millis(250);
@@ -133,14 +134,14 @@ impl Owner {
                     check: settings.policy.health_check.clone(),
                     http2: settings.http2,
                 };
+                let probing = spec.check.kind != HealthCheckType::None;
                 self.health_check.send_if_modified(|current| {
                     let changed = *current != spec;
                     *current = spec;
                     changed
                 });
-                for addr in self.core.update(&roster, settings, now) {
-                    self.start_probe(addr);
-                }
+                let added = self.core.update(&roster, settings, now);
+                self.sync_probes(probing, added);
                 self.publish();
                 let _ = done.send(());
             }
@@ -164,6 +165,30 @@ impl Owner {
     fn publish(&mut self) {
         if let Some(routing) = self.core.snapshot(Instant::now()) {
             self.published.store(Arc::new(routing));
+        }
+    }
+
+    /// One probe task per endpoint while a check is configured, none while probes are off (a
+    /// waiting task per endpoint was a quarter of the memory of a large pool): turning probes
+    /// on starts every endpoint's, turning them off ends them all.
+    fn sync_probes(&mut self, probing: bool, added: Vec<SocketAddr>) {
+        if !probing {
+            for (_, probe) in self.probes.drain() {
+                probe.abort();
+            }
+        } else if self.probes.is_empty() {
+            let all: Vec<SocketAddr> = self.core.addresses().collect();
+            for addr in all {
+                self.start_probe(addr);
+            }
+        } else {
+            for addr in added {
+                self.start_probe(addr);
+            }
+        }
+        if self.probes.is_empty() {
+            // Give back the table's memory too.
+            self.probes.shrink_to_fit();
         }
     }
 
