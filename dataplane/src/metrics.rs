@@ -106,7 +106,7 @@ impl Metrics {
         let endpoint_state = IntGaugeVec::new(
             Opts::new(
                 "rollcall_endpoint_state",
-                "1 for the state each endpoint is in, 0 for the others",
+                "1 for the state each endpoint is in; one series per endpoint, none before its first transition",
             ),
             &["pool", "endpoint", "state"],
         )?;
