@@ -6,6 +6,7 @@
 //! the other.
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -87,11 +88,32 @@ struct Args {
     /// the controller reads from its node.
     #[arg(long, env = "ROLLCALL_ZONE")]
     zone: Option<String>,
+    /// Threads that run the proxy. One (the default, as in Linkerd's proxy) runs everything on
+    /// one thread: no hand-offs between threads, the least CPU per request, and on a node whose
+    /// cores the application uses too, more requests per second than two (bench/README.md).
+    /// More spread a heavy load over cores the sidecar has to itself.
+    #[arg(long, env = "ROLLCALL_THREADS", default_value = "1")]
+    threads: NonZeroUsize,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let threads = args.threads.get();
+    let runtime = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+    .context("cannot start the runtime")?;
+    runtime.block_on(run(args, threads))
+}
+
+async fn run(args: Args, threads: usize) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ROLLCALL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
@@ -100,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         builder.init();
     }
+    tracing::debug!(threads, "runtime started");
     let run = RunOptions {
         tuning: Tuning {
             request_body_idle: args.request_body_idle_timeout,
