@@ -24,11 +24,15 @@ RUN cargo chef prepare --recipe-path recipe.json
 FROM chef AS builder
 COPY --from=planner /src/recipe.json recipe.json
 RUN cargo chef cook --release --locked --recipe-path recipe.json \
-    -p rollcall-controller -p rollcall-dataplane -p rollcall-injector -p rollcall-cli
+    -p rollcall-controller -p rollcall-injector -p rollcall-cli
+# The sidecar runs next to every pod: its own profile (Cargo.toml: one codegen unit, fat LTO)
+# buys about 10% fewer instructions per request and a smaller resident image.
+RUN cargo chef cook --profile sidecar --locked --recipe-path recipe.json -p rollcall-dataplane
 COPY . .
 RUN cargo build --release --locked \
-    -p rollcall-controller -p rollcall-dataplane -p rollcall-injector -p rollcall-cli \
-    --bin rollcall-controller --bin rollcall-sidecar --bin rollcall-injector --bin kubectl-rollcall
+    -p rollcall-controller -p rollcall-injector -p rollcall-cli \
+    --bin rollcall-controller --bin rollcall-injector --bin kubectl-rollcall
+RUN cargo build --profile sidecar --locked -p rollcall-dataplane --bin rollcall-sidecar
 
 FROM gcr.io/distroless/cc-debian12:nonroot AS controller
 COPY --from=builder /src/target/release/rollcall-controller /usr/local/bin/rollcall-controller
@@ -38,7 +42,7 @@ ENTRYPOINT ["/usr/local/bin/rollcall-controller"]
 CMD ["run"]
 
 FROM gcr.io/distroless/cc-debian12:nonroot AS sidecar
-COPY --from=builder /src/target/release/rollcall-sidecar /usr/local/bin/rollcall-sidecar
+COPY --from=builder /src/target/sidecar/rollcall-sidecar /usr/local/bin/rollcall-sidecar
 USER 65532:65532
 EXPOSE 15000
 ENTRYPOINT ["/usr/local/bin/rollcall-sidecar"]

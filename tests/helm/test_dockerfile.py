@@ -37,6 +37,18 @@ def instructions():
     return [tuple(l.split(None, 1)) for l in lines]
 
 
+def profile_dir(command):
+    """The target/ folder a cargo command writes to: its --profile, or release."""
+    named = re.search(r"--profile (\S+)", command)
+    if named:
+        return named.group(1)
+    return "release" if "--release" in command else "debug"
+
+
+def runs_of_builder():
+    return [a for i, a in stages()["builder"] if i == "RUN" and "cargo build" in a]
+
+
 def stages():
     """{stage name: [(instruction, argument)]}."""
     result, current = {}, None
@@ -64,14 +76,19 @@ class Dockerfile(unittest.TestCase):
         self.assertLessEqual(FIXTURES, set(members), "a fixture listed here left the workspace")
         built = stages()["builder"]
         runs = [a for i, a in built if i == "RUN"]
-        cook = next(a for a in runs if "chef cook" in a)
-        build = next(a for a in runs if "cargo build" in a)
-        for command in (cook, build):
-            self.assertEqual(set(re.findall(r"-p (\S+)", command)), products, command)
+        cooks = [a for a in runs if "chef cook" in a]
+        builds = [a for a in runs if "cargo build" in a]
+        for commands in (cooks, builds):
+            named = [p for command in commands for p in re.findall(r"-p (\S+)", command)]
+            self.assertEqual(sorted(named), sorted(products), "each product built exactly once")
         binaries = {b for p in products for b in members[p]}
-        self.assertEqual(set(re.findall(r"--bin (\S+)", build)), binaries)
+        built_binaries = [b for build in builds for b in re.findall(r"--bin (\S+)", build)]
+        self.assertEqual(sorted(built_binaries), sorted(binaries))
         self.assertEqual(set(STAGES), binaries, "name the final stage of each shipped binary")
-        self.assertIn("--locked", build)
+        for build in builds:
+            self.assertIn("--locked", build)
+        for cook, build in zip(cooks, builds):
+            self.assertEqual(profile_dir(cook), profile_dir(build), "cooked as it is built")
 
     def test_each_binary_has_a_minimal_non_root_stage(self):
         all_stages = stages()
@@ -81,7 +98,8 @@ class Dockerfile(unittest.TestCase):
                 base = steps[0][1]
                 self.assertRegex(base, r"^gcr\.io/distroless/cc-debian12:nonroot AS ")
                 copies = [a for i, a in steps if i == "COPY"]
-                self.assertEqual(copies, [f"--from=builder /src/target/release/{binary} /usr/local/bin/{binary}"])
+                built_by = next(b for b in runs_of_builder() if f"--bin {binary}" in b)
+                self.assertEqual(copies, [f"--from=builder /src/target/{profile_dir(built_by)}/{binary} /usr/local/bin/{binary}"])
                 self.assertIn(("USER", "65532:65532"), steps)
                 entry = [a for i, a in steps if i == "ENTRYPOINT"]
                 self.assertEqual(entry, [json.dumps([f"/usr/local/bin/{binary}"])])
