@@ -10,7 +10,7 @@ use std::time::Duration;
 use rollcall_dataplane::health::machine::{Reason, State};
 use rollcall_testkit::{Behavior, TestBackend};
 use support::load::Load;
-use support::{FAST_PROBES, Harness, PATIENCE, config};
+use support::{FAST_PROBES, Harness, config};
 
 async fn backends(n: usize, behavior: Behavior) -> Vec<TestBackend> {
     let mut v = Vec::new();
@@ -18,22 +18,6 @@ async fn backends(n: usize, behavior: Behavior) -> Vec<TestBackend> {
         v.push(TestBackend::spawn(behavior).await.expect("backend"));
     }
     v
-}
-
-/// Wait until the sidecar's metrics contain `line`.
-async fn wait_metric(h: &Harness, line: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let metrics = h.metrics();
-        if metrics.contains(line) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "metrics never showed {line:?}:\n{metrics}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,7 +59,8 @@ async fn a_failing_health_check_never_ejects_backends_that_serve_traffic() {
     for backend in &b {
         backend.set_healthz(false);
     }
-    wait_metric(&h, r#"rollcall_probe_overrules_total{pool="web"} 3"#).await;
+    h.wait_for_metric(r#"rollcall_probe_overrules_total{pool="web"} 3"#)
+        .await;
     // Ten more failing probes each, all overruled while the traffic keeps succeeding.
     for backend in &b {
         let seen = backend.health_checks();

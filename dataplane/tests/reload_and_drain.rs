@@ -18,17 +18,8 @@ async fn invalid_config_is_refused_and_the_last_good_one_keeps_serving() {
     let h = Harness::start(&config(&[backend.addr()], "{}")).await;
     let listen = h.listen("web").await;
     h.rewrite("pools:\n- name: web\n  listen: 127.0.0.1:0\n  endpoints: [{address: 127.0.0.1:1}]\n  policy: {healthCheck: {interval: 1s, timeout: 9s}}\n");
-    let deadline = tokio::time::Instant::now() + support::PATIENCE;
-    while !h
-        .metrics()
-        .contains(r#"rollcall_config_reloads_total{result="refused"} 1"#)
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the bad config was never read"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    h.wait_for_metric(r#"rollcall_config_reloads_total{result="refused"} 1"#)
+        .await;
     let reply = rollcall_testkit::client::get(listen, "/").await.unwrap();
     assert_eq!(reply.status, StatusCode::OK);
     let view = h.pool("web").await;
@@ -138,19 +129,6 @@ async fn drain_timeout_closes_what_is_still_in_flight() {
     );
 }
 
-/// Waits until the sidecar has applied `n` config reloads since it started.
-async fn wait_for_applied_reloads(h: &Harness, n: u32) {
-    let line = format!(r#"rollcall_config_reloads_total{{result="applied"}} {n}"#);
-    let deadline = tokio::time::Instant::now() + support::PATIENCE;
-    while !h.metrics().contains(&line) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "reload {n} was never applied"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_run_only_while_a_pool_has_a_health_check() {
     // Pool `off` starts without probes; pool `on` probes all along and is the test's clock.
@@ -173,7 +151,8 @@ async fn probes_run_only_while_a_pool_has_a_health_check() {
     h.wait_for_state("off", off.addr(), State::Healthy).await;
 
     h.rewrite(&two_pools("{healthCheck: {type: None}}"));
-    wait_for_applied_reloads(&h, 2).await;
+    h.wait_for_metric(r#"rollcall_config_reloads_total{result="applied"} 2"#)
+        .await;
     // The reload is parsed when it is counted and applied a moment later: let the clock pool
     // probe ten more times first, then ask for silence over five more of its probes.
     let seen = clock.health_checks();

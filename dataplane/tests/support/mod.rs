@@ -134,6 +134,22 @@ impl Harness {
         .await;
     }
 
+    /// Wait until the sidecar's metrics contain `line`.
+    pub async fn wait_for_metric(&self, line: &str) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let metrics = self.metrics();
+            if metrics.contains(line) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "metrics never showed {line:?}:\n{metrics}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn metrics(&self) -> String {
         self.sidecar.metrics.render()
     }
