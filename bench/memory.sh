@@ -1,94 +1,145 @@
 #!/usr/bin/env bash
-# The sidecar's memory by roster size: rollcall-sidecar started from a roster file of one pool
-# with N endpoints (probes off, nothing listening at the endpoints, so no connection is ever
-# made), its RSS read from /proc once it serves, and the cost per endpoint from the difference
-# to a one-endpoint pool. HAProxy with the same number of servers, health checks off, for
-# comparison when it is installed. One line per size, starting `memory:`.
-#   ./bench/memory.sh                 # 1, 1000 and 5000 endpoints
-#   SIZES="1 20000" ./bench/memory.sh
+# The sidecar's memory by roster size, next to HAProxy's. For each size N: the sidecar started
+# from a roster file of one pool with N endpoints (probes off), its RSS and its anonymous memory
+# (what each pod pays; the rest of RSS is the binary's code, shared by every sidecar of a node
+# through the page cache) read from /proc once it serves, and the cost per endpoint from the
+# difference to the smallest size. Then, for the largest size, TRAFFIC seconds of wrk load
+# through it to live endpoints (one nginx listening on N loopback addresses) and the same
+# figures again, HAProxy alike. One line per measurement, starting `memory:`.
+#   ./bench/memory.sh                       # 1, 1000 and 5000 endpoints, then 60 s of traffic
+#   SIZES="1 20000" TRAFFIC=10 ./bench/memory.sh
+#   TRAFFIC=0 ./bench/memory.sh             # no traffic run
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="$ROOT/bench/out/memory"
 SIZES="${SIZES:-1 1000 5000}"
 SETTLE="${SETTLE:-2}"
+TRAFFIC="${TRAFFIC:-60}"
 BASE_PORT="${BASE_PORT:-19080}"
-BIN="$ROOT/target/release"
+SIDECAR="${SIDECAR:-$ROOT/target/sidecar/rollcall-sidecar}"
+log() { printf '%s\n' "$*" >&2; }
 mkdir -p "$OUT"
+# shellcheck source=bench/tools.sh
+. "$ROOT/bench/tools.sh"
+need_tools nginx haproxy wrk
 if [ -z "${SKIP_BUILD:-}" ]; then
-  cargo build --release -p rollcall-dataplane --bin rollcall-sidecar
+  cargo build --profile sidecar -p rollcall-dataplane --bin rollcall-sidecar
 fi
 
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$OUT/nginx/nginx.pid" ] && kill "$(cat "$OUT/nginx/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
 
-# Endpoint i of a pool: 10.a.b.c:8080, distinct for i < 16 million.
-address() { echo "10.$(($1 / 65536 % 256)).$(($1 / 256 % 256)).$(($1 % 256)):8080"; }
+# RSS and anonymous memory of process $1, in KiB: "rss anon".
+memory_kib() {
+  awk '/^Rss:/ {r = $2} /^Anonymous:/ {a = $2} END {print r, a}' "/proc/$1/smaps_rollup"
+}
+
+# Endpoint i (1-based) of a pool: a distinct loopback address, all on one port, so one nginx
+# can serve them all.
+ENDPOINT_PORT=$((BASE_PORT + 5))
+address() { echo "127.$(($1 / 62500 % 250)).$(($1 / 250 % 250)).$(($1 % 250 + 2)):$ENDPOINT_PORT"; }
 
 wait_listening() {
   local port=$1 pid=$2
   for _ in $(seq 1 200); do
     if ! kill -0 "$pid" 2>/dev/null; then
-      echo "process $pid exited; see $OUT" >&2
+      log "process $pid exited; see $OUT"
       return 1
     fi
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
     sleep 0.05
   done
-  echo "nothing listens on $port" >&2
+  log "nothing listens on $port"
   return 1
 }
 
-# The RSS of process $1 once it listens on port $2 and SETTLE seconds passed; stops it either way.
-measure() {
-  local pid=$1 port=$2
-  if ! wait_listening "$port" "$pid"; then
-    kill "$pid" 2>/dev/null || true
-    return 1
-  fi
-  sleep "$SETTLE"
-  rss_kib "$pid"
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
-}
-
-rollcall() {
+# start_rollcall N: the sidecar for N endpoints in the background; sets PID and PORT.
+start_rollcall() {
   local n=$1 config="$OUT/sidecar-$1.yaml"
-  local listen=$((BASE_PORT + 1)) admin=$((BASE_PORT + 2))
+  PORT=$((BASE_PORT + 1))
   {
     echo "pools:"
     echo "- name: big"
-    echo "  listen: 127.0.0.1:$listen"
+    echo "  listen: 127.0.0.1:$PORT"
     echo "  policy: {healthCheck: {type: None}}"
     echo "  endpoints:"
-    for i in $(seq 1 "$n"); do echo "  - {address: $(address "$i")}"; done
+    for i in $(seq 1 "$n"); do echo "  - {address: \"$(address "$i")\"}"; done
   } > "$config"
-  ROLLCALL_LOG=warn "$BIN/rollcall-sidecar" --config "$config" \
-    --admin-listen "127.0.0.1:$admin" > "$OUT/sidecar-$n.log" 2>&1 &
-  measure $! "$listen"
+  ROLLCALL_LOG=warn "$SIDECAR" --config "$config" \
+    --admin-listen "127.0.0.1:$((BASE_PORT + 2))" > "$OUT/sidecar-$n.log" 2>&1 &
+  PID=$!
+  PIDS+=("$PID")
 }
 
-haproxy_rss() {
-  local n=$1 config="$OUT/haproxy-$1.cfg" listen=$((BASE_PORT + 3))
+# start_haproxy N: HAProxy with N servers, checks off; sets PID and PORT.
+start_haproxy() {
+  local n=$1 config="$OUT/haproxy-$1.cfg"
+  PORT=$((BASE_PORT + 3))
   {
-    printf 'global\n  maxconn 1000\ndefaults\n  mode http\n  timeout connect 1s\n'
-    printf '  timeout client 10s\n  timeout server 10s\n'
-    printf 'frontend f\n  bind 127.0.0.1:%s\n  default_backend b\nbackend b\n' "$listen"
+    printf 'global\n  maxconn 4096\ndefaults\n  mode http\n  timeout connect 1s\n'
+    printf '  timeout client 10s\n  timeout server 10s\n  http-reuse always\n'
+    printf 'frontend f\n  bind 127.0.0.1:%s\n  default_backend b\nbackend b\n  balance leastconn\n' "$PORT"
     for i in $(seq 1 "$n"); do echo "  server s$i $(address "$i")"; done
   } > "$config"
-  haproxy -f "$config" -db > "$OUT/haproxy-$n.log" 2>&1 &
-  measure $! "$listen"
+  "$HAPROXY" -f "$config" -db > "$OUT/haproxy-$n.log" 2>&1 &
+  PID=$!
+  PIDS+=("$PID")
 }
 
-base=""
+# One nginx answering 200 on every endpoint address of a pool of N.
+start_endpoints() {
+  local n=$1 dir="$OUT/nginx"
+  mkdir -p "$dir/tmp"
+  {
+    echo "worker_processes 1; pid $dir/nginx.pid; error_log $dir/error.log warn;"
+    echo "events { worker_connections $((n + 4000)); }"
+    echo "http { access_log off; keepalive_requests 10000000; client_body_temp_path $dir/tmp;"
+    echo "server {"
+    for i in $(seq 1 "$n"); do echo "listen $(address "$i");"; done
+    echo 'location / { return 200 "endpoint\n"; } } }'
+  } > "$dir/nginx.conf"
+  "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -g 'daemon on;'
+}
+
+stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+base_n="" base_rss="" base_anon=""
+largest=""
 for n in $SIZES; do
-  r=$(rollcall "$n")
-  line="memory: endpoints=$n rollcall_rss_kib=$r"
-  if [ -z "$base" ]; then base_n=$n base=$r; fi
+  largest=$n
+  start_rollcall "$n"
+  wait_listening "$PORT" "$PID"
+  sleep "$SETTLE"
+  read -r rss anon < <(memory_kib "$PID")
+  stop_pid "$PID"
+  line="memory: endpoints=$n rollcall_rss_kib=$rss rollcall_anon_kib=$anon"
+  if [ -z "$base_n" ]; then base_n=$n base_rss=$rss base_anon=$anon; fi
   if [ "$n" -gt "$base_n" ]; then
-    line="$line rollcall_per_endpoint_bytes=$(((r - base) * 1024 / (n - base_n)))"
+    line="$line rollcall_per_endpoint_bytes=$(((rss - base_rss) * 1024 / (n - base_n)))"
+    line="$line rollcall_anon_per_endpoint_bytes=$(((anon - base_anon) * 1024 / (n - base_n)))"
   fi
-  if command -v haproxy > /dev/null; then
-    h=$(haproxy_rss "$n")
-    line="$line haproxy_rss_kib=$h"
-  fi
-  echo "$line"
+  start_haproxy "$n"
+  wait_listening "$PORT" "$PID"
+  sleep "$SETTLE"
+  read -r rss anon < <(memory_kib "$PID")
+  stop_pid "$PID"
+  echo "$line haproxy_rss_kib=$rss haproxy_anon_kib=$anon"
 done
+
+if [ "$TRAFFIC" -gt 0 ]; then
+  start_endpoints "$largest"
+  for proxy in rollcall haproxy; do
+    "start_$proxy" "$largest"
+    wait_listening "$PORT" "$PID"
+    "$WRK" -t2 -c64 -d"${TRAFFIC}s" "http://127.0.0.1:$PORT/" > "$OUT/wrk-$proxy.txt" 2>&1
+    read -r rss anon < <(memory_kib "$PID")
+    requests=$(awk '/requests in/ {print $1}' "$OUT/wrk-$proxy.txt")
+    stop_pid "$PID"
+    echo "memory: endpoints=$largest after_traffic_s=$TRAFFIC proxy=$proxy requests=${requests:-0} rss_kib=$rss anon_kib=$anon"
+  done
+fi
