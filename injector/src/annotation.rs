@@ -9,6 +9,12 @@ use std::fmt;
 /// The annotation that asks for the sidecar.
 pub const POOLS: &str = "rollcall.dev/pools";
 
+/// The annotation that gives the sidecar more threads than its default one (`--threads`).
+pub const THREADS: &str = "rollcall.dev/sidecar-threads";
+
+/// The most threads the annotation may ask for.
+const MAX_THREADS: u16 = 64;
+
 /// How one entry is written, for error messages.
 const FORM: &str = "write POOL-NAMESPACE/POOL-NAME=LOCAL-PORT (or POOL-NAME=LOCAL-PORT for a pool in the pod's namespace), comma separated, e.g. shop/checkout=15001";
 
@@ -105,6 +111,22 @@ pub fn parse(value: &str, pod_namespace: &str) -> Result<Vec<PoolPort>, String> 
         pools.push(pool);
     }
     Ok(pools)
+}
+
+/// Parse the sidecar-threads annotation: a whole number from 1 to 64.
+pub fn parse_threads(value: &str) -> Result<u16, String> {
+    let value = value.trim();
+    value
+        .parse::<u16>()
+        .ok()
+        .filter(|n| (1..=MAX_THREADS).contains(n) && value.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| {
+            format!(
+                "{THREADS}: {value:?} is not a thread count; write a whole number from 1 to \
+                 {MAX_THREADS}, e.g. \"2\" (without it the sidecar runs one thread; more pay only \
+                 when the sidecar has cores of its own)"
+            )
+        })
 }
 
 #[cfg(test)]

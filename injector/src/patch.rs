@@ -92,6 +92,17 @@ pub fn decide(pod: &Pod, namespace: &str, settings: &SidecarSettings) -> Decisio
         Ok(pools) => pools,
         Err(message) => return Decision::Refuse(message),
     };
+    let threads = match meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotation::THREADS))
+    {
+        None => None,
+        Some(value) => match annotation::parse_threads(value) {
+            Ok(threads) => Some(threads),
+            Err(message) => return Decision::Refuse(message),
+        },
+    };
     let Some(spec) = &pod.spec else {
         return Decision::Refuse("the pod has no spec".into());
     };
@@ -140,7 +151,7 @@ pub fn decide(pod: &Pod, namespace: &str, settings: &SidecarSettings) -> Decisio
             v.name
         ));
     }
-    let container = sidecar::container(settings, &pools);
+    let container = sidecar::container(settings, &pools, threads);
     let mut patch = Vec::new();
     match &meta.labels {
         None => patch.push(json!({"op": "add", "path": "/metadata/labels",

@@ -40,7 +40,11 @@ pub const CA_FILE: &str = "/var/run/secrets/rollcall.dev/controller-ca/ca.crt";
 /// The token path arrives as `ROLLCALL_TOKEN_FILE` (the sidecar re-reads it at every
 /// reconnect, so the kubelet's rotation is picked up), and the roster TLS CA as
 /// `--controller-ca PATH` (passed only when the chart configures a CA).
-pub fn command_line(settings: &SidecarSettings, pools: &[PoolPort]) -> (Vec<String>, Vec<EnvVar>) {
+pub fn command_line(
+    settings: &SidecarSettings,
+    pools: &[PoolPort],
+    threads: Option<u16>,
+) -> (Vec<String>, Vec<EnvVar>) {
     let mut args = vec![
         format!("--controller={}", settings.controller_url),
         format!("--admin-listen={}", admin_listen(settings)),
@@ -56,6 +60,9 @@ pub fn command_line(settings: &SidecarSettings, pools: &[PoolPort]) -> (Vec<Stri
     );
     if settings.controller_ca.is_some() {
         args.push(format!("--controller-ca={CA_FILE}"));
+    }
+    if let Some(threads) = threads {
+        args.push(format!("--threads={threads}"));
     }
     let field = |name: &str, path: &str| EnvVar {
         name: name.into(),
@@ -107,8 +114,12 @@ fn http_probe(path: &str, port: u16, period: i32, failures: i32) -> Probe {
 }
 
 /// The sidecar container for `pools`.
-pub fn container(settings: &SidecarSettings, pools: &[PoolPort]) -> Container {
-    let (args, env) = command_line(settings, pools);
+pub fn container(
+    settings: &SidecarSettings,
+    pools: &[PoolPort],
+    threads: Option<u16>,
+) -> Container {
+    let (args, env) = command_line(settings, pools, threads);
     let mut mounts = vec![VolumeMount {
         name: TOKEN_VOLUME.into(),
         mount_path: TOKEN_DIR.into(),

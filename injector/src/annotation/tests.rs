@@ -76,3 +76,14 @@ fn uppercase_names_are_refused() {
     let err = parse("shop/Checkout=15001", "web").unwrap_err();
     assert!(err.contains("is not a BackendPool name"), "{err}");
 }
+
+#[test]
+fn thread_counts_from_1_to_64_are_taken_and_anything_else_refused() {
+    assert_eq!(parse_threads("2"), Ok(2));
+    assert_eq!(parse_threads(" 64 "), Ok(64));
+    for bad in ["0", "65", "-1", "+2", "two", "", "1.5"] {
+        let message = parse_threads(bad).unwrap_err();
+        assert!(message.starts_with(THREADS), "{bad:?}: {message}");
+        assert!(message.contains("from 1 to 64"), "{bad:?}: {message}");
+    }
+}
