@@ -21,7 +21,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT/www"
 # shellcheck source=bench/tools.sh
 . "$ROOT/bench/tools.sh"
-need_tools nginx haproxy wrk valgrind
+need_tools nginx haproxy wrk valgrind curl
 # The sidecar as shipped (the `sidecar` profile), unless SIDECAR names another build.
 if [ -z "${SKIP_BUILD:-}" ] && [ -z "${SIDECAR:-}" ]; then
   (cd "$ROOT" && cargo build --profile sidecar -p rollcall-dataplane --bin rollcall-sidecar)

@@ -19,6 +19,8 @@ BASE_PORT="${BASE_PORT:-19080}"
 SIDECAR="${SIDECAR:-$ROOT/target/sidecar/rollcall-sidecar}"
 log() { printf '%s\n' "$*" >&2; }
 mkdir -p "$OUT"
+# A pid file left by an earlier run must not name a process this run would stop.
+rm -f "$OUT/nginx/nginx.pid"
 # shellcheck source=bench/tools.sh
 . "$ROOT/bench/tools.sh"
 need_tools nginx haproxy wrk

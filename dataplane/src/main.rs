@@ -110,10 +110,10 @@ fn main() -> anyhow::Result<()> {
             .build()
     }
     .context("cannot start the runtime")?;
-    runtime.block_on(run(args, threads))
+    runtime.block_on(run(args))
 }
 
-async fn run(args: Args, threads: usize) -> anyhow::Result<()> {
+async fn run(args: Args) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ROLLCALL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
@@ -122,7 +122,7 @@ async fn run(args: Args, threads: usize) -> anyhow::Result<()> {
     } else {
         builder.init();
     }
-    tracing::debug!(threads, "runtime started");
+    tracing::debug!(threads = args.threads.get(), "runtime started");
     let run = RunOptions {
         tuning: Tuning {
             request_body_idle: args.request_body_idle_timeout,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use rollcall_api::policy::HealthCheckType;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -22,7 +23,6 @@ use super::settings::PoolSettings;
 use crate::config::EndpointConfig;
 use crate::health::probe::{self, ProbeSpec};
 use crate::outcome::Verdict;
-use rollcall_api::policy::HealthCheckType;
 
 /// How often the owner re-evaluates ejection expiry, slow start, panic and draining.
 const TICK: Duration = Duration::from_millis(250);

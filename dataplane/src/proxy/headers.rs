@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 
-const HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
+/// A static, not a const: a const array would be built anew at every use, inside the loop too.
+static HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -17,17 +18,19 @@ const HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
 ];
 
 const HOP_BY_HOP_COUNT: usize = 6;
+/// Where `Connection` and `TE` stand in `HOP_BY_HOP`: each needs a look at its value.
+const CONNECTION_AT: usize = 0;
+const TE_AT: usize = 3;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// The client of one connection, with its `X-Forwarded-For` entry formatted once for every
+/// The client of one connection as `X-Forwarded-For` names it, formatted once for every
 /// request the connection carries (formatting an address per request was a measurable share of
 /// the request path's cost).
 #[derive(Clone, Debug)]
 pub struct ClientAddr {
-    pub addr: SocketAddr,
     forwarded_for: HeaderValue,
 }
 
@@ -35,10 +38,7 @@ impl ClientAddr {
     pub fn new(addr: SocketAddr) -> Self {
         let forwarded_for = HeaderValue::from_str(&addr.ip().to_string())
             .unwrap_or_else(|_| HeaderValue::from_static("unknown"));
-        Self {
-            addr,
-            forwarded_for,
-        }
+        Self { forwarded_for }
     }
 }
 
@@ -58,8 +58,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if !any {
         return;
     }
-    // `Connection` is HOP_BY_HOP[0].
-    if present[0] {
+    if present[CONNECTION_AT] {
         let named: Vec<HeaderName> = headers
             .get_all(header::CONNECTION)
             .iter()
@@ -74,7 +73,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(name);
         }
     }
-    let keep_te_trailers = present[3]
+    let keep_te_trailers = present[TE_AT]
         && headers
             .get(header::TE)
             .and_then(|v| v.to_str().ok())
@@ -82,7 +81,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
                 v.split(',')
                     .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
             });
-    for (name, present) in HOP_BY_HOP.into_iter().zip(present) {
+    for (name, present) in HOP_BY_HOP.iter().zip(present) {
         if present {
             headers.remove(name);
         }

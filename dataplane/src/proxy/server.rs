@@ -100,8 +100,7 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let pool = Arc::clone(&pool);
-        let client_addr = client;
-        let client = ClientAddr::new(client);
+        let client_entry = ClientAddr::new(client);
         let (stop, cut) = (stop.clone(), cut.clone());
         let tunnels = Tunnels {
             tracker: connections.clone(),
@@ -111,7 +110,7 @@ async fn accept_loop(
             let service = service_fn(move |req| {
                 let pool = Arc::clone(&pool);
                 let tunnels = tunnels.clone();
-                let client = client.clone();
+                let client = client_entry.clone();
                 async move {
                     Ok::<_, std::convert::Infallible>(forward(pool, req, &client, &tunnels).await)
                 }
@@ -130,7 +129,7 @@ async fn accept_loop(
             tokio::select! {
                 result = conn.as_mut() => {
                     if let Err(error) = result {
-                        tracing::debug!(client = %client_addr, %error, "client connection ended with an error");
+                        tracing::debug!(%client, %error, "client connection ended with an error");
                     }
                     return;
                 }
