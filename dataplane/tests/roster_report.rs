@@ -116,6 +116,13 @@ async fn a_controller_with_report_changes_gets_each_pool_whole_once_then_only_wh
         fake.report_kinds().iter().all(|changes| *changes),
         "all on ReportChanges"
     );
+    // Both settle first (their first probes pass), so the change after the kill is b's alone.
+    for port in [a.addr().port(), b.addr().port()] {
+        fake.wait_for_report("the endpoint reported healthy", |r| {
+            endpoint_state(r, port).is_some_and(|(s, _)| s == pb::EndpointState::Healthy)
+        })
+        .await;
+    }
 
     b.kill().await;
     let ejected = fake
