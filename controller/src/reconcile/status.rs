@@ -1,6 +1,7 @@
 //! The status path of a pool: the roster the hub serves plus every fresh sidecar report become
 //! its status (pure aggregation in `crate::status`), held after a restart until the sidecars
-//! have reported again, written by server-side apply when the coalescer allows (at most about
+//! have reported again, computed at most about once a second per pool however many reports
+//! arrive, written by server-side apply when the coalescer allows (at most about
 //! once a second, never unchanged, repaired when someone else edited it) and the pacer has a
 //! slot (a bound over all pools), and followed by the
 //! Events the change deserves. `run` drives it from the pools marked dirty by reports and by
@@ -305,8 +306,17 @@ pub async fn run(ctx: std::sync::Arc<Context>, pools: Store<PoolObject>, every: 
         }
         for key in ctx.reports.take_dirty() {
             let Some(object) = pools.get(&ObjectRef::new(&key.name).within(&key.namespace)) else {
+                ctx.coalescer.lock().remove(&key);
+                retries.remove(&key);
                 continue;
             };
+            // One pass per pool per interval, however many reports marked it dirty meanwhile.
+            let begun = ctx.coalescer.lock().begin_pass(&key, Instant::now());
+            if let Err(at) = begun {
+                let entry = retries.entry(key).or_insert(at);
+                *entry = (*entry).min(at);
+                continue;
+            }
             match update(&ctx, &object).await {
                 Ok(Next::Done) => {}
                 Ok(Next::RetryAt(at)) => {

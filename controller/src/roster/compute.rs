@@ -37,9 +37,9 @@ pub struct Problem {
 
 /// Compute the roster of `pool` from the EndpointSlices of its namespace (others are ignored)
 /// and its Service, if it exists.
-pub fn compute(
+pub fn compute<'a>(
     pool: &BackendPool,
-    slices: &[EndpointSlice],
+    slices: impl IntoIterator<Item = &'a EndpointSlice>,
     service: Option<&Service>,
 ) -> Result<Roster, Problem> {
     let namespace = pool.namespace().unwrap_or_default();
@@ -70,7 +70,7 @@ pub fn compute(
         .and_then(|f| f.first())
         .map_or("IPv4", String::as_str);
     let mut best: HashMap<SocketAddr, Endpoint> = HashMap::new();
-    let ours = slices.iter().filter(|s| {
+    let ours = slices.into_iter().filter(|s| {
         s.namespace().as_deref() == Some(namespace.as_str())
             && s.labels().get(SERVICE_NAME_LABEL) == Some(svc_name)
             && s.address_type == family

@@ -87,7 +87,7 @@ impl RosterHub {
                 .map_or(now_unix_ms, |p| (p + 1).max(now_unix_ms))
                 .max(1);
             let previous = slot.as_deref();
-            *slot = Some(Arc::new(encode(pool, v, state.clone(), previous)));
+            *slot = Some(Arc::new(encode(pool, v, state, previous)));
             version = Some(v);
             true
         });

@@ -2,6 +2,11 @@
 //! once per `min_interval`, and never when it equals what was last written. A change that comes
 //! too soon is held until the interval has passed (`Decision::WaitUntil`), and then the newest
 //! status is written, not every intermediate one.
+//!
+//! Status passes (aggregating every sidecar's report into a desired status, O(endpoints)) are
+//! held to the same pace (`begin_pass`): no more writes than one per interval can follow, so a
+//! burst of reports (every sidecar of a fleet acknowledging a new roster) costs one pass, not
+//! one per report.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -31,6 +36,8 @@ struct Written {
 pub struct Coalescer {
     min_interval: Duration,
     written: HashMap<PoolRef, Written>,
+    /// When each pool's last status pass began.
+    passes: HashMap<PoolRef, Instant>,
 }
 
 // === impl Coalescer ===
@@ -40,6 +47,7 @@ impl Coalescer {
         Self {
             min_interval,
             written: HashMap::new(),
+            passes: HashMap::new(),
         }
     }
 
@@ -58,9 +66,28 @@ impl Coalescer {
             .insert(pool.clone(), Written { status, at: now });
     }
 
-    /// The pool is gone, or its status was changed by someone else: write it afresh next time.
+    /// Its status was changed by someone else, or a write failed: write it afresh next time.
     pub fn forget(&mut self, pool: &PoolRef) {
         self.written.remove(pool);
+    }
+
+    /// Whether a status pass over `pool` may begin at `now`: at most one per interval. `Ok`
+    /// records it; `Err` names when the next may begin (ask again then: what arrived meanwhile
+    /// is all in that pass).
+    pub fn begin_pass(&mut self, pool: &PoolRef, now: Instant) -> Result<(), Instant> {
+        if let Some(last) = self.passes.get(pool)
+            && now < *last + self.min_interval
+        {
+            return Err(*last + self.min_interval);
+        }
+        self.passes.insert(pool.clone(), now);
+        Ok(())
+    }
+
+    /// The pool is gone: nothing about it is kept.
+    pub fn remove(&mut self, pool: &PoolRef) {
+        self.written.remove(pool);
+        self.passes.remove(pool);
     }
 }
 
@@ -121,5 +148,48 @@ mod tests {
         assert_eq!(c.decide(&b, &status(2), t0), Decision::Write);
         c.forget(&a);
         assert_eq!(c.decide(&a, &status(2), t0), Decision::Write);
+    }
+
+    #[test]
+    fn passes_are_held_to_one_per_interval_per_pool() {
+        let mut c = Coalescer::new(Duration::from_secs(1));
+        let (a, b) = (PoolRef::new("shop", "a"), PoolRef::new("shop", "b"));
+        let t0 = Instant::now();
+        assert_eq!(c.begin_pass(&a, t0), Ok(()), "the first pass runs at once");
+        let due = t0 + Duration::from_secs(1);
+        for ms in [0, 1, 500, 999] {
+            let at = t0 + Duration::from_millis(ms);
+            assert_eq!(
+                c.begin_pass(&a, at),
+                Err(due),
+                "{ms} ms after the last pass"
+            );
+        }
+        assert_eq!(
+            c.begin_pass(&b, t0),
+            Ok(()),
+            "another pool has its own pace"
+        );
+        assert_eq!(c.begin_pass(&a, due), Ok(()), "due at the interval");
+        let next = due + Duration::from_secs(1);
+        assert_eq!(
+            c.begin_pass(&a, due),
+            Err(next),
+            "counted from the pass that ran"
+        );
+        // A refused pass is not a pass: the pace stays one per interval, not one per refusal.
+        assert_eq!(c.begin_pass(&a, next), Ok(()));
+    }
+
+    #[test]
+    fn a_removed_pool_starts_afresh() {
+        let mut c = Coalescer::new(Duration::from_secs(1));
+        let pool = PoolRef::new("shop", "web");
+        let t0 = Instant::now();
+        c.wrote(&pool, status(1), t0);
+        assert_eq!(c.begin_pass(&pool, t0), Ok(()));
+        c.remove(&pool);
+        assert_eq!(c.begin_pass(&pool, t0), Ok(()));
+        assert_eq!(c.decide(&pool, &status(1), t0), Decision::Write);
     }
 }

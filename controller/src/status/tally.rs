@@ -309,21 +309,17 @@ impl PoolTally {
     /// Count `id`'s report in the totals or leave it out (its stream went quiet past the
     /// freshness limit, or spoke again). Returns whether that changed anything.
     pub fn set_counted(&mut self, id: StreamId, counted: bool) -> bool {
-        let Some(reporter) = self.reporters.remove(&id) else {
+        match self.reporters.get(&id) {
+            Some(reporter) if reporter.counted != counted => {}
+            _ => return false,
+        }
+        let Some(mut reporter) = self.reporters.remove(&id) else {
             return false;
         };
-        let changed = reporter.counted != counted;
-        if changed {
-            self.contribute(id, &reporter, counted);
-        }
-        self.reporters.insert(
-            id,
-            Reporter {
-                counted,
-                ..reporter
-            },
-        );
-        changed
+        self.contribute(id, &reporter, counted);
+        reporter.counted = counted;
+        self.reporters.insert(id, reporter);
+        true
     }
 
     /// Forget `id`'s report (its stream ended). Returns whether it had one.
