@@ -20,6 +20,8 @@ use rollcall_api::roster::{PoolRef, PoolState, RosterUpdate, UnavailableReason};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::FastSet;
+
 /// One published state of a pool.
 #[derive(Debug)]
 pub struct Published {
@@ -38,7 +40,7 @@ pub struct Published {
     pub fingerprint: Vec<u8>,
     /// The roster's endpoint addresses (none when unavailable): what reports are checked
     /// against, built once per version instead of once per report.
-    pub addresses: HashSet<SocketAddr>,
+    pub addresses: FastSet<SocketAddr>,
     /// When it was published, to measure push latency.
     pub at: Instant,
 }
@@ -260,7 +262,7 @@ fn encode(
                 fingerprint: message.fingerprint,
                 addresses: match &update.state {
                     PoolState::Roster(roster) => roster.endpoints.iter().map(|e| e.addr).collect(),
-                    PoolState::Unavailable { .. } => HashSet::new(),
+                    PoolState::Unavailable { .. } => FastSet::default(),
                 },
                 update,
                 at: Instant::now(),
@@ -291,7 +293,7 @@ fn encode(
                 delta: None,
                 fingerprint: Vec::new(),
                 wire,
-                addresses: HashSet::new(),
+                addresses: FastSet::default(),
                 at: Instant::now(),
             }
         }

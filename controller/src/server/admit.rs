@@ -3,10 +3,11 @@
 //! and bounded error text, so no sidecar can invent endpoints, smuggle markup into Events, or
 //! grow a status past the object size limit.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use rollcall_api::roster::PoolHealth;
+
+use crate::FastSet;
 
 /// Reasons a sidecar may give for an endpoint's state.
 pub const REASONS: &[&str] = &[
@@ -31,10 +32,10 @@ pub const MAX_ERROR_CHARS: usize = 256;
 
 /// `health` cut down to what the roster and the rules allow; returns how many endpoint
 /// entries were dropped.
-pub fn admit(health: &mut PoolHealth, known: &HashSet<SocketAddr>) -> usize {
+pub fn admit(health: &mut PoolHealth, known: &FastSet<SocketAddr>) -> usize {
     let before = health.endpoints.len();
     health.endpoints.retain(|e| known.contains(&e.addr));
-    let mut seen = HashSet::new();
+    let mut seen = FastSet::with_capacity_and_hasher(health.endpoints.len(), Default::default());
     health.endpoints.retain(|e| seen.insert(e.addr));
     if let Some(refused) = &mut health.refused {
         refused.reason = bounded(&refused.reason);
@@ -114,7 +115,7 @@ mod tests {
             continued: false,
             removed: Vec::new(),
         };
-        let known: HashSet<SocketAddr> = roster.endpoints.iter().map(|e| e.addr).collect();
+        let known: FastSet<SocketAddr> = roster.endpoints.iter().map(|e| e.addr).collect();
         assert_eq!(admit(&mut report, &known), 2);
         assert_eq!(report.endpoints.len(), 2);
         assert_eq!(

@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use rollcall_api::roster::{EndpointHealth, EndpointState, PoolHealth, Refusal};
 
 use super::store::StreamId;
+use crate::FastMap;
 
 /// The states in slot-code order: code `i + 1` is `STATES[i]`, code 0 means "not reported".
 pub const STATES: [EndpointState; 5] = [
@@ -65,7 +66,7 @@ struct Reporter {
     /// State code per slot; shorter than the slot table means "not reported" past its end.
     states: Vec<u8>,
     /// Details of the endpoints it ejects, by slot.
-    ejected: HashMap<u32, Ejecting>,
+    ejected: FastMap<u32, Ejecting>,
     /// Whether it counts in the totals (its stream is fresh).
     counted: bool,
 }
@@ -73,7 +74,7 @@ struct Reporter {
 /// The totals of one pool.
 #[derive(Debug, Default)]
 pub struct PoolTally {
-    slots: HashMap<SocketAddr, u32>,
+    slots: FastMap<SocketAddr, u32>,
     /// The address of each slot (meaningless while the slot is free).
     addrs: Vec<SocketAddr>,
     /// Reporters (counted or not) naming each slot; 0 means the slot is free.
@@ -82,7 +83,7 @@ pub struct PoolTally {
     /// Per slot, how many counted reporters see it in each state (index `code - 1`).
     counts: Vec<[u32; 5]>,
     /// Per slot, the counted reporters ejecting it.
-    ejecting: HashMap<u32, BTreeSet<StreamId>>,
+    ejecting: FastMap<u32, BTreeSet<StreamId>>,
     reporters: BTreeMap<StreamId, Reporter>,
     /// Complete reports arriving in parts (`ReportChanges`), applied when the last is in.
     pending: HashMap<StreamId, Reporter>,
@@ -104,7 +105,7 @@ impl PoolTally {
     /// Returns whether anything the status is computed from changed.
     pub fn record(&mut self, id: StreamId, health: &PoolHealth) -> bool {
         let mut states = Vec::new();
-        let mut ejected = HashMap::new();
+        let mut ejected = FastMap::default();
         for e in &health.endpoints {
             let slot = self.slot_for(e.addr);
             let index = slot as usize;
@@ -114,7 +115,7 @@ impl PoolTally {
             states[index] = code(e.state);
             if e.state == EndpointState::Ejected {
                 ejected.insert(slot, Ejecting::of(e));
-            } else {
+            } else if !ejected.is_empty() {
                 // A duplicate address: the last entry wins, as it would in a map.
                 ejected.remove(&slot);
             }
@@ -166,7 +167,7 @@ impl PoolTally {
             refused: None,
             panic: false,
             states: Vec::new(),
-            ejected: HashMap::new(),
+            ejected: FastMap::default(),
             counted: false,
         });
         pending.roster_version = part.roster_version;
@@ -184,7 +185,7 @@ impl PoolTally {
             pending.states[index] = code(e.state);
             if e.state == EndpointState::Ejected {
                 pending.ejected.insert(slot, Ejecting::of(e));
-            } else {
+            } else if !pending.ejected.is_empty() {
                 pending.ejected.remove(&slot);
             }
         }
@@ -287,7 +288,7 @@ impl PoolTally {
             reporter.states.resize(index + 1, 0);
         }
         reporter.states[index] = new;
-        if new != EJECTED {
+        if new != EJECTED && !reporter.ejected.is_empty() {
             reporter.ejected.remove(&slot);
         }
         if counting {
