@@ -205,6 +205,17 @@ pub async fn run(
                 }
                 _ => Vec::new(),
             };
+            // The roster is applied: say so before reporting on it. The sidecar's reporter is
+            // its own task and never holds up the roster stream, so a report the controller is
+            // slow to take (flow control while it ingests a fleet's reports) must not delay this
+            // line either.
+            let line = serde_json::json!({
+                "sidecar": sim.index, "pool": format!("{}/{}", pool.namespace, pool.name),
+                "version": update.version, "endpoints": endpoints, "at_ms": at,
+            });
+            if out.send(line.to_string()).is_err() {
+                return;
+            }
             for report in reports {
                 let _ = reports_tx
                     .send(pb::HealthReport {
@@ -212,13 +223,6 @@ pub async fn run(
                         pools: vec![report],
                     })
                     .await;
-            }
-            let line = serde_json::json!({
-                "sidecar": sim.index, "pool": format!("{}/{}", pool.namespace, pool.name),
-                "version": update.version, "endpoints": endpoints, "at_ms": at,
-            });
-            if out.send(line.to_string()).is_err() {
-                return;
             }
         }
         beats.abort();
