@@ -31,6 +31,8 @@ pub struct Metrics {
     pub status_writes: IntCounterVec,
     /// Status writes that had to wait for a slot under the overall bound.
     pub status_writes_paced: IntCounter,
+    /// Status passes run (a pool's reports aggregated); at most about one per pool per second.
+    pub status_passes: IntCounter,
     /// Events not recorded because their pool spent its Event budget.
     pub events_dropped: IntCounter,
 }
@@ -98,6 +100,11 @@ impl Metrics {
             "BackendPool status writes held back by the bound on writes over all pools",
         )
         .map_err(Error::Metrics)?;
+        let status_passes = IntCounter::new(
+            prefix("status_passes_total"),
+            "BackendPool status computations (every fresh report of a pool aggregated)",
+        )
+        .map_err(Error::Metrics)?;
         let events_dropped = IntCounter::new(
             prefix("events_dropped_total"),
             "Kubernetes Events not recorded because their pool spent its Event budget",
@@ -115,9 +122,10 @@ impl Metrics {
             reports,
             status_writes,
             status_writes_paced,
+            status_passes,
             events_dropped,
         };
-        let collectors: [Box<dyn Collector>; 11] = [
+        let collectors: [Box<dyn Collector>; 12] = [
             Box::new(m.reconciles.clone()),
             Box::new(m.reconcile_seconds.clone()),
             Box::new(m.roster_versions.clone()),
@@ -128,6 +136,7 @@ impl Metrics {
             Box::new(m.reports.clone()),
             Box::new(m.status_writes.clone()),
             Box::new(m.status_writes_paced.clone()),
+            Box::new(m.status_passes.clone()),
             Box::new(m.events_dropped.clone()),
         ];
         for c in collectors {

@@ -317,6 +317,7 @@ pub async fn run(ctx: std::sync::Arc<Context>, pools: Store<PoolObject>, every: 
                 *entry = (*entry).min(at);
                 continue;
             }
+            ctx.metrics.status_passes.inc();
             match update(&ctx, &object).await {
                 Ok(Next::Done) => {}
                 Ok(Next::RetryAt(at)) => {

@@ -268,6 +268,43 @@ async fn past_the_overall_bound_another_pools_write_waits_for_its_slot() {
     assert_eq!(ctx.metrics.status_writes_paced.get(), 1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_reports_costs_one_status_pass_per_interval_not_one_per_report() {
+    let (services, slices) = web_world();
+    let (ctx, mut handle) = context(services, slices);
+    let pool = web_pool();
+    let object = PoolObject::from(&pool);
+    reconcile(Arc::new(object.clone()), ctx.clone())
+        .await
+        .unwrap();
+    // Every status write answered (the store here never shows one, so a later pass repairs).
+    let answering = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            loop {
+                expect_status_patch(&mut handle, &pool).await;
+            }
+        })
+    };
+    let statuses = tokio::spawn(status::run(
+        ctx.clone(),
+        store(vec![object]),
+        Duration::from_secs(3600),
+    ));
+    // A hundred reports in a second, each marking the pool dirty, as a fleet acknowledging a
+    // new roster does.
+    let key = pool_ref(&pool);
+    for _ in 0..100 {
+        ctx.reports.touch(key.clone());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // One pass at once, one a second later with everything that came meanwhile: not a hundred.
+    assert_eq!(ctx.metrics.status_passes.get(), 2);
+    statuses.abort();
+    answering.abort();
+}
+
 #[test]
 fn a_new_leader_holds_status_until_the_sidecars_report_again_or_the_grace_ends() {
     let grace = Duration::from_secs(25);
