@@ -71,6 +71,7 @@ pub async fn run(
     let (svc_reader, svc_writer) = reflector::store::<Service>();
 
     let hub = state.hub.clone();
+    let deleted_reports = state.reports.clone();
     // Caches keep no managedFields: they are most of an object's size and never read here.
     let pools = reflector::reflector(
         pool_writer,
@@ -84,6 +85,8 @@ pub async fn run(
     .inspect(move |event| {
         if let Ok(watcher::Event::Delete(pool)) = event {
             hub.remove(&pool_ref(pool), unix_ms());
+            // The status loop finds it gone and forgets what it kept for it.
+            deleted_reports.touch(pool_ref(pool));
         }
     })
     .applied_objects();
@@ -123,6 +126,7 @@ pub async fn run(
             svc_reader.clone(),
         );
         let hub = state.hub.clone();
+        let reports = state.reports.clone();
         async move {
             if !(ready_soon(&slices).await && ready_soon(&services).await) {
                 return;
@@ -143,6 +147,7 @@ pub async fn run(
                         .is_none()
                 }) {
                     hub.remove(&gone, unix_ms());
+                    reports.touch(gone);
                 }
                 hub.prune();
             }

@@ -305,6 +305,33 @@ async fn a_burst_of_reports_costs_one_status_pass_per_interval_not_one_per_repor
     answering.abort();
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pool_is_forgotten_by_the_status_loop() {
+    let (services, slices) = web_world();
+    let (ctx, _handle) = context(services, slices);
+    let key = pool_ref(&web_pool());
+    // A pass just ran for the pool; then it was deleted (the store no longer holds it).
+    assert_eq!(
+        ctx.coalescer.lock().begin_pass(&key, Instant::now()),
+        Ok(())
+    );
+    let statuses = tokio::spawn(status::run(
+        ctx.clone(),
+        store(Vec::<PoolObject>::new()),
+        Duration::from_secs(3600),
+    ));
+    ctx.reports.touch(key.clone());
+    // Let the loop take the mark (virtual time: it runs whenever this task waits).
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        ctx.coalescer.lock().begin_pass(&key, Instant::now()),
+        Ok(()),
+        "its pass time was kept"
+    );
+    assert_eq!(ctx.metrics.status_passes.get(), 0);
+    statuses.abort();
+}
+
 #[test]
 fn a_new_leader_holds_status_until_the_sidecars_report_again_or_the_grace_ends() {
     let grace = Duration::from_secs(25);

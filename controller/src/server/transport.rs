@@ -28,8 +28,8 @@ const MAX_SEND_BUFFER: usize = 32 * 1024;
 /// ReportChanges stream), before the controller has read it. While a restarted controller
 /// ingests a fleet's complete reports, every connection fills its window, and h2 keeps each
 /// queued frame in a slab that never shrinks: 64 KiB / 128 KiB instead of hyper's 1 MiB cut the
-/// controller's RSS under 1,000 sidecars from 121-128 to 114-117 MiB, and resync did not slow
-/// (3.2-6.6 s against 4.5-5.3 s; `bench/fleet.sh`). An earlier measurement that found the
+/// controller's RSS under 1,000 sidecars from 121-128 to 114-117 MiB, and resync stayed well
+/// inside its 10 s target (3.2-6.6 s over eight runs against 4.5-5.3 s over three; `bench/fleet.sh`). An earlier measurement that found the
 /// smaller windows slowing resync was the simulated sidecars' own doing: they held back
 /// reporting a roster received until their reports were sent.
 const STREAM_WINDOW: u32 = 64 * 1024;

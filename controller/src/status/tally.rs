@@ -310,9 +310,8 @@ impl PoolTally {
     /// Count `id`'s report in the totals or leave it out (its stream went quiet past the
     /// freshness limit, or spoke again). Returns whether that changed anything.
     pub fn set_counted(&mut self, id: StreamId, counted: bool) -> bool {
-        match self.reporters.get(&id) {
-            Some(reporter) if reporter.counted != counted => {}
-            _ => return false,
+        if self.reporters.get(&id).is_none_or(|r| r.counted == counted) {
+            return false;
         }
         let Some(mut reporter) = self.reporters.remove(&id) else {
             return false;
