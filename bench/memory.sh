@@ -9,6 +9,7 @@
 #   ./bench/memory.sh                       # 1, 1000 and 5000 endpoints, then 60 s of traffic
 #   SIZES="1 20000" TRAFFIC=10 ./bench/memory.sh
 #   TRAFFIC=0 ./bench/memory.sh             # no traffic run
+#   SIDECAR_FLAGS="--max-idle-connections 256" ./bench/memory.sh   # extra sidecar flags
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="$ROOT/bench/out/memory"
@@ -72,8 +73,9 @@ start_rollcall() {
     echo "  endpoints:"
     for i in $(seq 1 "$n"); do echo "  - {address: \"$(address "$i")\"}"; done
   } > "$config"
+  # shellcheck disable=SC2086 # SIDECAR_FLAGS is a list of flags
   ROLLCALL_LOG=warn "$SIDECAR" --config "$config" \
-    --admin-listen "127.0.0.1:$((BASE_PORT + 2))" > "$OUT/sidecar-$n.log" 2>&1 &
+    --admin-listen "127.0.0.1:$((BASE_PORT + 2))" ${SIDECAR_FLAGS:-} > "$OUT/sidecar-$n.log" 2>&1 &
   PID=$!
   PIDS+=("$PID")
 }
@@ -108,6 +110,11 @@ start_endpoints() {
   "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -g 'daemon on;'
 }
 
+# Established connections process $1 holds to the endpoints' port.
+upstream_connections() {
+  ss -tnpH state established "( dport = :$ENDPOINT_PORT )" | grep -c "pid=$1," || true
+}
+
 stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 base_n="" base_rss="" base_anon=""
@@ -140,8 +147,9 @@ if [ "$TRAFFIC" -gt 0 ]; then
     wait_listening "$PORT" "$PID"
     "$WRK" -t2 -c64 -d"${TRAFFIC}s" "http://127.0.0.1:$PORT/" > "$OUT/wrk-$proxy.txt" 2>&1
     read -r rss anon < <(memory_kib "$PID")
+    upstream=$(upstream_connections "$PID")
     requests=$(awk '/requests in/ {print $1}' "$OUT/wrk-$proxy.txt")
     stop_pid "$PID"
-    echo "memory: endpoints=$largest after_traffic_s=$TRAFFIC proxy=$proxy requests=${requests:-0} rss_kib=$rss anon_kib=$anon"
+    echo "memory: endpoints=$largest after_traffic_s=$TRAFFIC proxy=$proxy requests=${requests:-0} rss_kib=$rss anon_kib=$anon upstream_connections=$upstream"
   done
 fi

@@ -75,6 +75,11 @@ struct Args {
     /// (`0s` disables).
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     tunnel_idle_timeout: Duration,
+    /// Idle keep-alive connections (HTTP/1.1) each pool keeps, over all its endpoints; past it
+    /// the connection idle longest is closed. Each costs about 38 KB of buffers, so a pool of
+    /// thousands of endpoints would otherwise keep one per endpoint.
+    #[arg(long, default_value_t = rollcall_dataplane::upstream::DEFAULT_MAX_IDLE_PER_POOL)]
+    max_idle_connections: usize,
     /// On SIGTERM: not ready at once, but keep serving this long (endpoint removal takes time
     /// to reach every client).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
@@ -128,6 +133,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             request_body_idle: args.request_body_idle_timeout,
             response_body_idle: args.response_body_idle_timeout,
             tunnel_idle: args.tunnel_idle_timeout,
+            max_idle_connections: args.max_idle_connections,
             local_zone: args.zone.filter(|z| !z.is_empty()).map(Into::into),
             ..Tuning::default()
         },

@@ -28,6 +28,8 @@ pub struct Metrics {
     pub probes: IntCounterVec,
     pub panic: IntGaugeVec,
     pub retries: IntCounterVec,
+    /// Idle connections closed because the pool's idle budget was full.
+    pub idle_evictions: IntCounterVec,
     pub config_reloads: IntCounterVec,
     /// Roster messages from the controller, by what became of them.
     pub roster_updates: IntCounterVec,
@@ -78,6 +80,11 @@ impl Metrics {
             "rollcall_retries_total",
             "Tries beyond the first, by pool and reason",
             &["pool", "reason"],
+        )?;
+        let idle_evictions = counter(
+            "rollcall_idle_connection_evictions_total",
+            "Idle keep-alive connections closed because the pool held --max-idle-connections, by pool",
+            &["pool"],
         )?;
         let config_reloads = counter(
             "rollcall_config_reloads_total",
@@ -131,6 +138,7 @@ impl Metrics {
             probes,
             panic,
             retries,
+            idle_evictions,
             config_reloads,
             roster_updates,
             controller_connected,
@@ -182,6 +190,7 @@ impl Metrics {
             let _ = self.retries.remove_label_values(&[pool, reason]);
         }
         let _ = self.probe_overrules.remove_label_values(&[pool]);
+        let _ = self.idle_evictions.remove_label_values(&[pool]);
         let _ = self.panic.remove_label_values(&[pool]);
         let _ = self.request_duration.remove_label_values(&[pool]);
     }

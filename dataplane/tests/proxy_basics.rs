@@ -4,6 +4,7 @@
 mod support;
 
 use http::{Method, StatusCode};
+use rollcall_dataplane::pool::Tuning;
 use rollcall_testkit::client::Conn;
 use rollcall_testkit::{Behavior, TestBackend};
 use support::{Harness, config};
@@ -196,4 +197,37 @@ async fn http2_pools_speak_h2c_to_their_endpoints() {
         1,
         "one multiplexed connection carries every request"
     );
+}
+
+#[tokio::test]
+async fn a_pool_keeps_no_more_idle_connections_than_its_budget() {
+    let mut backends = Vec::new();
+    for _ in 0..3 {
+        backends.push(TestBackend::spawn(Behavior::ok()).await.unwrap());
+    }
+    let addrs: Vec<_> = backends.iter().map(TestBackend::addr).collect();
+    let tuning = Tuning {
+        max_idle_connections: 1,
+        ..Tuning::default()
+    };
+    let policy = "{healthCheck: {type: None}, loadBalancer: {algorithm: RoundRobin}}";
+    let h = Harness::start_with(&config(&addrs, policy), tuning).await;
+    let mut conn = Conn::http1(h.listen("web").await).await.unwrap();
+    // One request to each endpoint in turn: each connection goes idle when its response ends,
+    // and each after the first pushes the one idle longest out.
+    for _ in 0..3 {
+        assert_eq!(conn.get("/").await.unwrap().status, StatusCode::OK);
+    }
+    h.wait_for_metric("rollcall_idle_connection_evictions_total{pool=\"web\"} 2")
+        .await;
+    for backend in &backends {
+        assert_eq!(backend.requests(), 1, "round robin reached every endpoint");
+    }
+    let open = || -> u64 { backends.iter().map(|b| b.stats().open_connections).sum() };
+    support::within(async {
+        while open() != 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
 }

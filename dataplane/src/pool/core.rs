@@ -21,7 +21,7 @@ use crate::drain::{self, EndpointDrains};
 use crate::health::machine::{Event, HealthSettings, PoolHealth, RouteClass, State};
 use crate::metrics::Metrics;
 use crate::outcome::Verdict;
-use crate::upstream::IDLE_TIMEOUT;
+use crate::upstream::{IDLE_TIMEOUT, IdleConnections};
 
 pub(super) struct Core {
     name: Arc<str>,
@@ -29,6 +29,8 @@ pub(super) struct Core {
     tuning: Tuning,
     health: PoolHealth,
     endpoints: HashMap<SocketAddr, Arc<Endpoint>>,
+    /// Idle HTTP/1.1 connections of every endpoint, under `Tuning::max_idle_connections`.
+    idle: Arc<IdleConnections>,
     drains: EndpointDrains,
     share: Arc<ShareTracker>,
     metrics: Arc<Metrics>,
@@ -52,6 +54,10 @@ impl Core {
     ) -> Self {
         Self {
             health: PoolHealth::new(HealthSettings::from_policy(&settings.policy)),
+            idle: IdleConnections::counted(
+                tuning.max_idle_connections,
+                Some(metrics.idle_evictions.with_label_values(&[&*name])),
+            ),
             name,
             settings,
             tuning,
@@ -96,6 +102,7 @@ impl Core {
                     config,
                     http2,
                     self.tuning.keepalive,
+                    &self.idle,
                     &self.metrics,
                     now,
                 ))
@@ -149,6 +156,7 @@ impl Core {
         if self.ramping {
             self.dirty = true;
         }
+        self.idle.expire(IDLE_TIMEOUT, now);
         for endpoint in self.endpoints.values() {
             endpoint.upstream.expire_idle(IDLE_TIMEOUT, now);
         }

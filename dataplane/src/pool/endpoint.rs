@@ -15,7 +15,7 @@ use crate::balance::EndpointLoad;
 use crate::config::EndpointConfig;
 use crate::metrics::{ATTEMPT_OUTCOMES, Metrics};
 use crate::outcome::Outcome;
-use crate::upstream::{KeepAlive, Upstream};
+use crate::upstream::{IdleConnections, KeepAlive, Upstream};
 
 pub struct Endpoint {
     pub addr: SocketAddr,
@@ -34,13 +34,14 @@ impl Endpoint {
         config: &EndpointConfig,
         http2: bool,
         keepalive: KeepAlive,
+        idle: &Arc<IdleConnections>,
         metrics: &Metrics,
         now: Instant,
     ) -> Self {
         Self {
             addr: config.address,
             zone: config.zone.clone(),
-            upstream: Upstream::with_keepalive(config.address, http2, keepalive),
+            upstream: Upstream::in_pool(config.address, http2, keepalive, idle),
             load: Arc::new(EndpointLoad::with_weight(config.weight, now)),
             attempts: std::array::from_fn(|_| OnceLock::new()),
             attempts_vec: metrics.attempts.clone(),
@@ -84,6 +85,7 @@ mod tests {
             &config,
             false,
             KeepAlive::default(),
+            &IdleConnections::new(1),
             &metrics,
             Instant::now(),
         );

@@ -9,7 +9,7 @@ use http::HeaderName;
 use rollcall_api::policy::{Algorithm, PoolPolicy, Protocol};
 
 use crate::retry::RetryRules;
-use crate::upstream::KeepAlive;
+use crate::upstream::{DEFAULT_MAX_IDLE_PER_POOL, KeepAlive};
 
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
@@ -40,6 +40,9 @@ pub struct Tuning {
     pub tunnel_idle: Duration,
     /// HTTP/2 PING keep-alive to the endpoints.
     pub keepalive: KeepAlive,
+    /// Idle HTTP/1.1 keep-alive connections a pool keeps over all its endpoints; past it the
+    /// one idle longest is closed. nginx's `keepalive`.
+    pub max_idle_connections: usize,
     /// The zone the sidecar runs in, for zone-aware routing.
     pub local_zone: Option<Arc<str>>,
 }
@@ -51,6 +54,7 @@ impl Default for Tuning {
             response_body_idle: Duration::from_secs(60),
             tunnel_idle: Duration::from_secs(3600),
             keepalive: KeepAlive::default(),
+            max_idle_connections: DEFAULT_MAX_IDLE_PER_POOL,
             local_zone: None,
         }
     }

@@ -1,34 +1,166 @@
-//! Idle HTTP/1.1 keep-alive connections of one endpoint: a stack, most recently used on top, so
-//! a burst reuses warm connections and the cold ones at the bottom expire. The lock is this
-//! endpoint's alone and is never held across an await.
+//! Idle HTTP/1.1 keep-alive connections of one pool, shared by its endpoints, with a pool-wide
+//! budget (nginx's `keepalive N`): past it, the connection idle longest, to whichever endpoint,
+//! is closed. An idle connection holds hyper's read and write buffers and its request channel
+//! (~38 KB measured, `bench/memory.sh`), so without a budget a pool of thousands of endpoints
+//! kept one or more per endpoint for the idle timeout: 140 MB after a minute of traffic.
+//! Per endpoint, a stack: most recently used on top, so a burst reuses warm connections and the
+//! cold ones at the bottom are the first to go. The lock is the pool's and is never held across
+//! an await (dropping a sender under it only tells its connection's task to close).
 
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::client::conn::http1;
 use parking_lot::Mutex;
+use prometheus::IntCounter;
 use tokio::time::Instant;
 
 use super::ProxyBody;
 
+/// Idle connections a pool keeps by default, over all its endpoints (Envoy's default
+/// `max_connections` per cluster is the same figure).
+pub const DEFAULT_MAX_IDLE_PER_POOL: usize = 1024;
 /// Idle connections kept per endpoint; more are closed when they come back.
 const MAX_IDLE_PER_ENDPOINT: usize = 256;
 
-#[derive(Default)]
-pub(super) struct IdleStack {
-    /// Most recently used last, with when each went idle.
-    stack: Mutex<Vec<(http1::SendRequest<ProxyBody>, Instant)>>,
+type Sender = http1::SendRequest<ProxyBody>;
+
+/// The idle connections of one pool.
+pub struct IdleConnections {
+    max_idle: usize,
+    /// Counts connections closed to stay within `max_idle`.
+    evictions: Option<IntCounter>,
+    inner: Mutex<Inner>,
 }
 
-impl IdleStack {
-    /// A live idle connection, if any. A connection comes back the moment its response body
-    /// ends, a hair before its task marks it ready for the next request: wait briefly for that
-    /// instead of discarding it. A dead one fails `ready` at once and the next is tried.
-    pub(super) async fn checkout(
-        &self,
-        wait_ready: Duration,
-    ) -> Option<http1::SendRequest<ProxyBody>> {
+#[derive(Default)]
+struct Inner {
+    /// Numbers the connections in the order they went idle.
+    next_seq: u64,
+    /// Per endpoint (by the slot of its `IdleKey`), oldest first.
+    stacks: Vec<VecDeque<Idle>>,
+    /// Slots of endpoints that are gone, for the next new one.
+    free: Vec<usize>,
+    /// Idle connections held, over every stack.
+    count: usize,
+    /// (seq, slot) of every connection that went idle, oldest first, for finding the one idle
+    /// longest without a search. Entries of connections that left the stacks since (checked
+    /// out, expired, cleared) are skipped when they reach the front, and dropped in bulk when
+    /// they outnumber the live ones (`compact`), so it stays O(count).
+    order: VecDeque<(u64, usize)>,
+}
+
+struct Idle {
+    seq: u64,
+    since: Instant,
+    tx: Sender,
+}
+
+/// One endpoint's share of its pool's idle connections.
+pub(super) struct IdleKey {
+    set: Arc<IdleConnections>,
+    slot: usize,
+}
+
+// === impl IdleConnections ===
+
+impl IdleConnections {
+    /// A pool's idle set keeping at most `max_idle` connections (at least one).
+    pub fn new(max_idle: usize) -> Arc<Self> {
+        Self::counted(max_idle, None)
+    }
+
+    /// The same, counting the connections closed to stay within the budget in `evictions`.
+    pub fn counted(max_idle: usize, evictions: Option<IntCounter>) -> Arc<Self> {
+        Arc::new(Self {
+            max_idle: max_idle.max(1),
+            evictions,
+            inner: Mutex::new(Inner::default()),
+        })
+    }
+
+    /// A key for a new endpoint of the pool.
+    pub(super) fn key(self: &Arc<Self>) -> IdleKey {
+        let mut inner = self.inner.lock();
+        let slot = match inner.free.pop() {
+            Some(slot) => slot,
+            None => {
+                inner.stacks.push(VecDeque::new());
+                inner.stacks.len() - 1
+            }
+        };
+        IdleKey {
+            set: Arc::clone(self),
+            slot,
+        }
+    }
+
+    /// Idle connections held now, over every endpoint.
+    pub fn len(&self) -> usize {
+        self.inner.lock().count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Close connections idle for longer than `max_idle` and ones their endpoint closed.
+    pub fn expire(&self, max_idle: Duration, now: Instant) {
+        let mut inner = self.inner.lock();
+        let before: usize = inner.stacks.iter().map(VecDeque::len).sum();
+        for stack in &mut inner.stacks {
+            stack.retain(|idle| {
+                !idle.tx.is_closed() && now.saturating_duration_since(idle.since) < max_idle
+            });
+        }
+        let after: usize = inner.stacks.iter().map(VecDeque::len).sum();
+        inner.count -= before - after;
+        inner.compact();
+    }
+}
+
+impl Inner {
+    /// Close the pool's oldest idle connection.
+    fn close_oldest(&mut self) {
+        while let Some((seq, slot)) = self.order.pop_front() {
+            // Every entry older than this one has left `order`, so a live connection with this
+            // number is the oldest of its stack.
+            let stack = &mut self.stacks[slot];
+            if stack.front().is_some_and(|idle| idle.seq == seq) {
+                stack.pop_front();
+                self.count -= 1;
+                return;
+            }
+        }
+    }
+
+    /// Drop `order`'s entries of connections no longer idle once they outnumber the live ones.
+    fn compact(&mut self) {
+        if self.order.len() <= 2 * self.count + 64 {
+            return;
+        }
+        let mut live: Vec<(u64, usize)> = self
+            .stacks
+            .iter()
+            .enumerate()
+            .flat_map(|(slot, stack)| stack.iter().map(move |idle| (idle.seq, slot)))
+            .collect();
+        live.sort_unstable();
+        self.order = live.into();
+    }
+}
+
+// === impl IdleKey ===
+
+impl IdleKey {
+    /// A live idle connection of this endpoint, if any. A connection comes back the moment its
+    /// response body ends, a hair before its task marks it ready for the next request: wait
+    /// briefly for that instead of discarding it. A dead one fails `ready` at once and the next
+    /// is tried.
+    pub(super) async fn checkout(&self, wait_ready: Duration) -> Option<Sender> {
         loop {
-            let (mut tx, _) = self.stack.lock().pop()?;
+            let mut tx = self.pop_newest()?;
             if tx.is_closed() {
                 continue;
             }
@@ -41,29 +173,65 @@ impl IdleStack {
         }
     }
 
-    pub(super) fn put(&self, tx: http1::SendRequest<ProxyBody>, now: Instant) {
+    fn pop_newest(&self) -> Option<Sender> {
+        let mut inner = self.set.inner.lock();
+        let idle = inner.stacks[self.slot].pop_back()?;
+        inner.count -= 1;
+        Some(idle.tx)
+    }
+
+    /// Keep a connection whose response ended for the next request. Past the endpoint's or
+    /// the pool's budget, the oldest idle connection (this endpoint's, resp. the pool's) is
+    /// closed to make room.
+    pub(super) fn put(&self, tx: Sender, now: Instant) {
         if tx.is_closed() {
             return;
         }
-        let mut stack = self.stack.lock();
-        if stack.len() < MAX_IDLE_PER_ENDPOINT {
-            stack.push((tx, now));
+        let mut guard = self.set.inner.lock();
+        let inner = &mut *guard;
+        let seq = inner.next_seq;
+        inner.next_seq += 1;
+        let stack = &mut inner.stacks[self.slot];
+        if stack.len() >= MAX_IDLE_PER_ENDPOINT {
+            stack.pop_front();
+            inner.count -= 1;
         }
-    }
-
-    /// Close connections idle for longer than `max_idle` and ones the endpoint closed.
-    pub(super) fn expire(&self, max_idle: Duration, now: Instant) {
-        self.stack.lock().retain(|(tx, since)| {
-            !tx.is_closed() && now.saturating_duration_since(*since) < max_idle
+        stack.push_back(Idle {
+            seq,
+            since: now,
+            tx,
         });
+        inner.count += 1;
+        inner.order.push_back((seq, self.slot));
+        if inner.count > self.set.max_idle {
+            inner.close_oldest();
+            if let Some(evictions) = &self.set.evictions {
+                evictions.inc();
+            }
+        }
+        inner.compact();
     }
 
+    /// Close this endpoint's idle connections.
     pub(super) fn clear(&self) {
-        self.stack.lock().clear();
+        let mut inner = self.set.inner.lock();
+        let cleared = std::mem::take(&mut inner.stacks[self.slot]);
+        inner.count -= cleared.len();
+        inner.compact();
     }
 
+    /// This endpoint's idle connections.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.stack.lock().len()
+        self.set.inner.lock().stacks[self.slot].len()
+    }
+}
+
+impl Drop for IdleKey {
+    /// An endpoint that is gone keeps no idle connections in its pool's budget, and its slot
+    /// goes to the next new endpoint.
+    fn drop(&mut self) {
+        self.clear();
+        self.set.inner.lock().free.push(self.slot);
     }
 }

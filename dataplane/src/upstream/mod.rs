@@ -5,7 +5,8 @@
 //! closes this endpoint's idle connections at once and, at the drain deadline, every other one;
 //! an ejection retires the connections in use so a re-admitted endpoint starts on fresh ones.
 //!
-//! HTTP/1.1 keeps a stack of idle keep-alive connections (`http1`); HTTP/2 keeps a set of
+//! HTTP/1.1 keeps idle keep-alive connections in a set shared by the pool, under a pool-wide
+//! budget (`http1_idle`); HTTP/2 keeps a set of
 //! multiplexed connections, each used up to the stream limit its peer announced, with PING
 //! keep-alive so a connection that went dark is closed instead of swallowing requests (`http2`).
 //! This module sits below both `pool` and `proxy` and knows neither.
@@ -27,7 +28,8 @@ mod http1_idle;
 mod http2_set;
 mod send;
 
-use http1_idle::IdleStack;
+use http1_idle::IdleKey;
+pub use http1_idle::{DEFAULT_MAX_IDLE_PER_POOL, IdleConnections};
 use http2_set::ConnectionSet;
 pub use http2_set::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, StreamSlot};
 pub use send::{Release, SendError, send};
@@ -37,7 +39,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The request and response body type of the proxy.
 pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
-/// An idle connection unused this long is closed (see `expire_idle`).
+/// An idle connection unused this long is closed (see `expire_idle`, `IdleConnections::expire`).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a connection could not be had. Every variant means the request never left the sidecar.
@@ -88,7 +90,8 @@ pub struct Upstream {
     addr: SocketAddr,
     http2: AtomicBool,
     keepalive: KeepAlive,
-    idle: IdleStack,
+    /// This endpoint's idle HTTP/1.1 connections, in its pool's set.
+    idle: IdleKey,
     h2: ConnectionSet,
     draining: AtomicBool,
     /// Cancelling ends every connection task of this endpoint.
@@ -118,16 +121,24 @@ impl Default for KeepAlive {
 // === impl Upstream ===
 
 impl Upstream {
+    /// An endpoint with an idle set of its own (the default budget) and default keep-alive.
     pub fn new(addr: SocketAddr, http2: bool) -> Self {
-        Self::with_keepalive(addr, http2, KeepAlive::default())
+        let idle = IdleConnections::new(DEFAULT_MAX_IDLE_PER_POOL);
+        Self::in_pool(addr, http2, KeepAlive::default(), &idle)
     }
 
-    pub fn with_keepalive(addr: SocketAddr, http2: bool, keepalive: KeepAlive) -> Self {
+    /// An endpoint of a pool whose idle HTTP/1.1 connections are kept in `idle`.
+    pub fn in_pool(
+        addr: SocketAddr,
+        http2: bool,
+        keepalive: KeepAlive,
+        idle: &Arc<IdleConnections>,
+    ) -> Self {
         Self {
             addr,
             http2: AtomicBool::new(http2),
             keepalive,
-            idle: IdleStack::default(),
+            idle: idle.key(),
             h2: ConnectionSet::default(),
             draining: AtomicBool::new(false),
             close_all: CancellationToken::new(),
@@ -270,9 +281,9 @@ impl Upstream {
         }
     }
 
-    /// Close connections idle for longer than `max_idle`, and ones the endpoint closed.
+    /// Close HTTP/2 connections idle for longer than `max_idle`, and ones the endpoint closed.
+    /// (Idle HTTP/1.1 connections are the pool's: `IdleConnections::expire`.)
     pub fn expire_idle(&self, max_idle: Duration, now: Instant) {
-        self.idle.expire(max_idle, now);
         self.h2.expire(max_idle, now);
     }
 

@@ -43,7 +43,8 @@ async fn one_request(upstream: &Upstream) -> Release {
 #[tokio::test]
 async fn idle_connections_are_reused_then_closed_when_they_expire() {
     let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
-    let upstream = Upstream::new(backend.addr(), false);
+    let idle = IdleConnections::new(DEFAULT_MAX_IDLE_PER_POOL);
+    let upstream = Upstream::in_pool(backend.addr(), false, KeepAlive::default(), &idle);
     let release = one_request(&upstream).await;
     upstream.release(release);
     let again = one_request(&upstream).await;
@@ -54,9 +55,52 @@ async fn idle_connections_are_reused_then_closed_when_they_expire() {
     );
     upstream.release(again);
 
-    upstream.expire_idle(IDLE_TIMEOUT, Instant::now());
+    idle.expire(IDLE_TIMEOUT, Instant::now());
     assert_eq!(upstream.idle.len(), 1, "not idle long enough to expire");
-    upstream.expire_idle(IDLE_TIMEOUT, Instant::now() + IDLE_TIMEOUT);
+    idle.expire(IDLE_TIMEOUT, Instant::now() + IDLE_TIMEOUT);
+    wait(&backend, |s| s.open_connections == 0).await;
+    assert!(idle.is_empty());
+}
+
+#[tokio::test]
+async fn past_the_pool_budget_the_connection_idle_longest_is_closed_whichever_endpoint_it_is_to() {
+    let first = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let second = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let evictions = prometheus::IntCounter::new("evictions", "test").unwrap();
+    let idle = IdleConnections::counted(2, Some(evictions.clone()));
+    let to_first = Upstream::in_pool(first.addr(), false, KeepAlive::default(), &idle);
+    let to_second = Upstream::in_pool(second.addr(), false, KeepAlive::default(), &idle);
+    // Two connections to the first endpoint, held at once, then idle: the budget is full.
+    let a = one_request(&to_first).await;
+    let b = one_request(&to_first).await;
+    to_first.release(a);
+    to_first.release(b);
+    assert_eq!(idle.len(), 2);
+    // A third, to the other endpoint, goes idle: the first endpoint's older one is closed.
+    let c = one_request(&to_second).await;
+    to_second.release(c);
+    assert_eq!(idle.len(), 2);
+    assert_eq!(evictions.get(), 1);
+    wait(&first, |s| s.open_connections == 1).await;
+    assert_eq!(to_first.idle.len(), 1);
+    assert_eq!(to_second.idle.len(), 1);
+    // The survivor is the first endpoint's newer connection, and it is still used.
+    let again = one_request(&to_first).await;
+    assert_eq!(first.stats().connections, 2, "no new connection was needed");
+    to_first.release(again);
+    assert_eq!(second.stats().open_connections, 1);
+}
+
+#[tokio::test]
+async fn an_endpoint_that_is_gone_leaves_nothing_in_its_pools_budget() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let idle = IdleConnections::new(DEFAULT_MAX_IDLE_PER_POOL);
+    let upstream = Upstream::in_pool(backend.addr(), false, KeepAlive::default(), &idle);
+    let release = one_request(&upstream).await;
+    upstream.release(release);
+    assert_eq!(idle.len(), 1);
+    drop(upstream);
+    assert!(idle.is_empty());
     wait(&backend, |s| s.open_connections == 0).await;
 }
 
@@ -145,7 +189,8 @@ async fn an_http2_connection_whose_peer_stops_answering_pings_is_closed() {
         interval: Duration::from_millis(100),
         timeout: Duration::from_millis(100),
     };
-    let upstream = Upstream::with_keepalive(addr, true, keepalive);
+    let idle = IdleConnections::new(DEFAULT_MAX_IDLE_PER_POOL);
+    let upstream = Upstream::in_pool(addr, true, keepalive, &idle);
     let conn = upstream.acquire(Duration::from_secs(1)).await.unwrap();
     drop(conn);
     assert_eq!(upstream.open_connections(), 1);
@@ -157,4 +202,29 @@ async fn an_http2_connection_whose_peer_stops_answering_pings_is_closed() {
     .await
     .expect("the silent connection was closed by keep-alive");
     holder.abort();
+}
+
+#[tokio::test]
+async fn a_new_endpoint_in_a_freed_slot_is_judged_by_its_own_connections_age() {
+    let gone = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let older = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let newer = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let idle = IdleConnections::new(2);
+    let to_gone = Upstream::in_pool(gone.addr(), false, KeepAlive::default(), &idle);
+    let release = one_request(&to_gone).await;
+    to_gone.release(release);
+    drop(to_gone);
+    // Takes the slot the gone endpoint had; its connection goes idle first of the two left.
+    let to_older = Upstream::in_pool(older.addr(), false, KeepAlive::default(), &idle);
+    let to_newer = Upstream::in_pool(newer.addr(), false, KeepAlive::default(), &idle);
+    let release = one_request(&to_older).await;
+    to_older.release(release);
+    let a = one_request(&to_newer).await;
+    let b = one_request(&to_newer).await;
+    to_newer.release(a);
+    to_newer.release(b);
+    assert_eq!(idle.len(), 2);
+    wait(&older, |s| s.open_connections == 0).await;
+    assert_eq!(newer.stats().open_connections, 2);
+    assert_eq!(to_newer.idle.len(), 2);
 }
