@@ -161,7 +161,9 @@ impl Upstream {
         self.close_all.is_cancelled()
     }
 
-    /// A connection: a live pooled one if there is one with room, else a new one.
+    /// A connection: a live pooled one if there is one with room, else a new one. Opening one
+    /// is boxed: it is rare next to reuse, and its handshake state (over 1 KB for HTTP/2) would
+    /// otherwise be part of every request's future, which is moved and copied whole.
     pub async fn acquire(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
         if self.close_all.is_cancelled() {
             return Err(ConnectError::Closed { addr: self.addr });
@@ -174,28 +176,36 @@ impl Upstream {
                     reused: true,
                 });
             }
-            let io = self.connect(connect_timeout).await?;
-            let (tx, slot) = http2_set::handshake(
-                io,
-                self.keepalive,
-                &self.h2,
-                !self.draining.load(Ordering::Acquire),
-                |conn| self.drive(conn),
-            )
-            .await
-            .map_err(|source| ConnectError::Handshake {
-                addr: self.addr,
-                source,
-            })?;
-            return Ok(Conn::Http2 {
-                tx,
-                slot,
-                reused: false,
-            });
+            return Box::pin(self.open_http2(connect_timeout)).await;
         }
         if let Some(tx) = self.idle.checkout(connect_timeout).await {
             return Ok(Conn::Http1 { tx, reused: true });
         }
+        Box::pin(self.open_http1(connect_timeout)).await
+    }
+
+    async fn open_http2(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
+        let io = self.connect(connect_timeout).await?;
+        let (tx, slot) = http2_set::handshake(
+            io,
+            self.keepalive,
+            &self.h2,
+            !self.draining.load(Ordering::Acquire),
+            |conn| self.drive(conn),
+        )
+        .await
+        .map_err(|source| ConnectError::Handshake {
+            addr: self.addr,
+            source,
+        })?;
+        Ok(Conn::Http2 {
+            tx,
+            slot,
+            reused: false,
+        })
+    }
+
+    async fn open_http1(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
         let (tx, conn) = self.http1_handshake(connect_timeout).await?;
         self.drive(conn);
         Ok(Conn::Http1 { tx, reused: false })
