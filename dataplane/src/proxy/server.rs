@@ -5,10 +5,13 @@
 //! gets a GOAWAY and finishes its streams. Nothing is cut before the grace period ends; what is
 //! still open then is closed, upgraded connections (tunnels) included.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use http::Response;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -21,6 +24,7 @@ use super::forward::forward;
 use super::headers::ClientAddr;
 use super::upgrade::Tunnels;
 use crate::pool::Pool;
+use crate::upstream::ProxyBody;
 
 /// A running listener; dropping it does not stop it, `stop` does.
 pub struct Listener {
@@ -108,12 +112,7 @@ async fn accept_loop(
         };
         connections.spawn(async move {
             let service = service_fn(move |req| {
-                let pool = Arc::clone(&pool);
-                let tunnels = tunnels.clone();
-                let client = client_entry.clone();
-                async move {
-                    Ok::<_, std::convert::Infallible>(forward(pool, req, &client, &tunnels).await)
-                }
+                forward(Arc::clone(&pool), req, &client_entry, &tunnels).map(infallible)
             });
             // A timer makes hyper enforce its HTTP/1 header read timeout (30 s), so a client
             // that trickles headers cannot hold a connection forever.
@@ -141,4 +140,9 @@ async fn accept_loop(
             }
         });
     }
+}
+
+/// The service's answer: the proxy always answers, so its error type is `Infallible`.
+fn infallible(response: Response<ProxyBody>) -> Result<Response<ProxyBody>, Infallible> {
+    Ok(response)
 }
