@@ -15,6 +15,22 @@ pub const THREADS: &str = "rollcall.dev/sidecar-threads";
 /// The most threads the annotation may ask for.
 const MAX_THREADS: u16 = 64;
 
+/// The annotation that sets how many idle keep-alive connections each of the sidecar's pools
+/// keeps (`--max-idle-connections`; the sidecar's default is 1024).
+pub const MAX_IDLE_CONNECTIONS: &str = "rollcall.dev/sidecar-max-idle-connections";
+
+/// The largest idle-connection budget the annotation may ask for (about 38 KB each).
+const MAX_IDLE_LIMIT: u32 = 100_000;
+
+/// What a pod's annotations ask of its sidecar beyond its pools.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SidecarOptions {
+    /// `--threads`, from `rollcall.dev/sidecar-threads`.
+    pub threads: Option<u16>,
+    /// `--max-idle-connections`, from `rollcall.dev/sidecar-max-idle-connections`.
+    pub max_idle_connections: Option<u32>,
+}
+
 /// How one entry is written, for error messages.
 const FORM: &str = "write POOL-NAMESPACE/POOL-NAME=LOCAL-PORT (or POOL-NAME=LOCAL-PORT for a pool in the pod's namespace), comma separated, e.g. shop/checkout=15001";
 
@@ -125,6 +141,22 @@ pub fn parse_threads(value: &str) -> Result<u16, String> {
                 "{THREADS}: {value:?} is not a thread count; write a whole number from 1 to \
                  {MAX_THREADS}, e.g. \"2\" (without it the sidecar runs one thread; more pay only \
                  when the sidecar has cores of its own)"
+            )
+        })
+}
+
+/// Parse the sidecar-max-idle-connections annotation: a whole number from 1 to 100,000.
+pub fn parse_max_idle_connections(value: &str) -> Result<u32, String> {
+    let value = value.trim();
+    value
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_IDLE_LIMIT).contains(n) && value.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| {
+            format!(
+                "{MAX_IDLE_CONNECTIONS}: {value:?} is not a connection count; write a whole number \
+                 from 1 to {MAX_IDLE_LIMIT}, e.g. \"4096\" (idle keep-alive connections each pool \
+                 keeps, about 38 KB each; without it 1024)"
             )
         })
 }

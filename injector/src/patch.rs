@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use crate::annotation::{self, PoolPort};
+use crate::annotation::{self, PoolPort, SidecarOptions};
 use crate::config::SidecarSettings;
 use crate::sidecar;
 
@@ -92,17 +92,20 @@ pub fn decide(pod: &Pod, namespace: &str, settings: &SidecarSettings) -> Decisio
         Ok(pools) => pools,
         Err(message) => return Decision::Refuse(message),
     };
-    let threads = match meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(annotation::THREADS))
-    {
-        None => None,
-        Some(value) => match annotation::parse_threads(value) {
-            Ok(threads) => Some(threads),
+    let annotated = |name: &str| meta.annotations.as_ref().and_then(|a| a.get(name));
+    let mut options = SidecarOptions::default();
+    if let Some(value) = annotated(annotation::THREADS) {
+        match annotation::parse_threads(value) {
+            Ok(threads) => options.threads = Some(threads),
             Err(message) => return Decision::Refuse(message),
-        },
-    };
+        }
+    }
+    if let Some(value) = annotated(annotation::MAX_IDLE_CONNECTIONS) {
+        match annotation::parse_max_idle_connections(value) {
+            Ok(budget) => options.max_idle_connections = Some(budget),
+            Err(message) => return Decision::Refuse(message),
+        }
+    }
     let Some(spec) = &pod.spec else {
         return Decision::Refuse("the pod has no spec".into());
     };
@@ -151,7 +154,7 @@ pub fn decide(pod: &Pod, namespace: &str, settings: &SidecarSettings) -> Decisio
             v.name
         ));
     }
-    let container = sidecar::container(settings, &pools, threads);
+    let container = sidecar::container(settings, &pools, &options);
     let mut patch = Vec::new();
     match &meta.labels {
         None => patch.push(json!({"op": "add", "path": "/metadata/labels",

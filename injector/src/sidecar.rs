@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::annotation::PoolPort;
+use crate::annotation::{PoolPort, SidecarOptions};
 use crate::config::SidecarSettings;
 
 /// The injected container's name; a pod that has one is not injected again.
@@ -43,7 +43,7 @@ pub const CA_FILE: &str = "/var/run/secrets/rollcall.dev/controller-ca/ca.crt";
 pub fn command_line(
     settings: &SidecarSettings,
     pools: &[PoolPort],
-    threads: Option<u16>,
+    options: &SidecarOptions,
 ) -> (Vec<String>, Vec<EnvVar>) {
     let mut args = vec![
         format!("--controller={}", settings.controller_url),
@@ -61,8 +61,11 @@ pub fn command_line(
     if settings.controller_ca.is_some() {
         args.push(format!("--controller-ca={CA_FILE}"));
     }
-    if let Some(threads) = threads {
+    if let Some(threads) = options.threads {
         args.push(format!("--threads={threads}"));
+    }
+    if let Some(budget) = options.max_idle_connections {
+        args.push(format!("--max-idle-connections={budget}"));
     }
     let field = |name: &str, path: &str| EnvVar {
         name: name.into(),
@@ -117,9 +120,9 @@ fn http_probe(path: &str, port: u16, period: i32, failures: i32) -> Probe {
 pub fn container(
     settings: &SidecarSettings,
     pools: &[PoolPort],
-    threads: Option<u16>,
+    options: &SidecarOptions,
 ) -> Container {
-    let (args, env) = command_line(settings, pools, threads);
+    let (args, env) = command_line(settings, pools, options);
     let mut mounts = vec![VolumeMount {
         name: TOKEN_VOLUME.into(),
         mount_path: TOKEN_DIR.into(),

@@ -355,9 +355,15 @@ def check(*args):
 
 class InjectedSidecar(unittest.TestCase):
     def test_the_sidecar_starts_with_the_injected_command_line(self):
-        """The injected container's args and env, as the golden patch has them, with only the
-        addresses moved to this machine's free ports: the real sidecar accepts them and gets ready."""
-        container = manifests.injected("one-pool")["spec"]["initContainers"][0]
+        """The injected container's args and env, as the golden patches have them (the plain one
+        and the one with every sidecar option an annotation can set), with only the addresses
+        moved to this machine's free ports: the real sidecar accepts them and gets ready."""
+        for case in ("one-pool", "sidecar-threads", "sidecar-max-idle-connections"):
+            with self.subTest(case=case):
+                self.start_injected(case)
+
+    def start_injected(self, case):
+        container = manifests.injected(case)["spec"]["initContainers"][0]
         listen, admin = kit.free_port(), kit.free_port()
         moved = {"--controller=": f"--controller=http://127.0.0.1:{SYSTEM['grpc']}",
                  "--admin-listen=": f"--admin-listen=127.0.0.1:{admin}"}
@@ -368,7 +374,7 @@ class InjectedSidecar(unittest.TestCase):
         self.assertEqual(len(args), len(container["args"]))
         env = {e["name"]: e.get("value", "") for e in container["env"]}
         env.update(POD_NAME="web-1", POD_NAMESPACE="shop")
-        sidecar = SYSTEM["procs"].start("injected-sidecar", [kit.binary("rollcall-sidecar"), *args], env)
+        sidecar = SYSTEM["procs"].start(f"injected-sidecar-{case}", [kit.binary("rollcall-sidecar"), *args], env)
         try:
             kit.wait_for("the injected sidecar is ready",
                          lambda: kit.http_get(f"http://127.0.0.1:{admin}/ready")[0] == 200, timeout=30, process=sidecar)

@@ -78,6 +78,21 @@ fn uppercase_names_are_refused() {
 }
 
 #[test]
+fn idle_connection_budgets_from_1_to_100000_are_taken_and_anything_else_refused() {
+    assert_eq!(parse_max_idle_connections("4096"), Ok(4096));
+    assert_eq!(parse_max_idle_connections(" 1 "), Ok(1));
+    assert_eq!(parse_max_idle_connections("100000"), Ok(100_000));
+    for bad in ["0", "100001", "-1", "+2", "many", "", "1.5", "1e3"] {
+        let message = parse_max_idle_connections(bad).unwrap_err();
+        assert!(
+            message.starts_with(MAX_IDLE_CONNECTIONS),
+            "{bad:?}: {message}"
+        );
+        assert!(message.contains("from 1 to 100000"), "{bad:?}: {message}");
+    }
+}
+
+#[test]
 fn thread_counts_from_1_to_64_are_taken_and_anything_else_refused() {
     assert_eq!(parse_threads("2"), Ok(2));
     assert_eq!(parse_threads(" 64 "), Ok(64));
