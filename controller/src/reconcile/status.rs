@@ -307,6 +307,7 @@ pub async fn run(ctx: std::sync::Arc<Context>, pools: Store<PoolObject>, every: 
         for key in ctx.reports.take_dirty() {
             let Some(object) = pools.get(&ObjectRef::new(&key.name).within(&key.namespace)) else {
                 ctx.coalescer.lock().remove(&key);
+                ctx.pacer.lock().forget(&key);
                 retries.remove(&key);
                 continue;
             };

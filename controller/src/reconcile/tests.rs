@@ -310,11 +310,17 @@ async fn a_deleted_pool_is_forgotten_by_the_status_loop() {
     let (services, slices) = web_world();
     let (ctx, _handle) = context(services, slices);
     let key = pool_ref(&web_pool());
-    // A pass just ran for the pool; then it was deleted (the store no longer holds it).
+    // A pass just ran for the pool, and its write waits for a slot under the overall bound
+    // (another pool took the only one); then it was deleted (the store no longer holds it).
     assert_eq!(
         ctx.coalescer.lock().begin_pass(&key, Instant::now()),
         Ok(())
     );
+    *ctx.pacer.lock() = crate::status::Pacer::new(1, 1);
+    let other = PoolRef::new("shop", "other");
+    assert_eq!(ctx.pacer.lock().admit(&other, Instant::now()), Ok(()));
+    assert!(ctx.pacer.lock().admit(&key, Instant::now()).is_err());
+    assert!(ctx.pacer.lock().is_waiting(&key));
     let statuses = tokio::spawn(status::run(
         ctx.clone(),
         store(Vec::<PoolObject>::new()),
@@ -327,6 +333,10 @@ async fn a_deleted_pool_is_forgotten_by_the_status_loop() {
         ctx.coalescer.lock().begin_pass(&key, Instant::now()),
         Ok(()),
         "its pass time was kept"
+    );
+    assert!(
+        !ctx.pacer.lock().is_waiting(&key),
+        "its reserved write slot was kept"
     );
     assert_eq!(ctx.metrics.status_passes.get(), 0);
     statuses.abort();
