@@ -27,13 +27,16 @@ const MAX_SEND_BUFFER: usize = 32 * 1024;
 /// How much a sidecar may send on one stream, and on one connection (a Watch and a
 /// ReportChanges stream), before the controller has read it. While a restarted controller
 /// ingests a fleet's complete reports, every connection fills its window, and h2 keeps each
-/// queued frame in a slab that never shrinks: 64 KiB / 128 KiB instead of hyper's 1 MiB cut the
-/// controller's RSS under 1,000 sidecars from 121-128 to 114-117 MiB, and resync stayed well
-/// inside its 10 s target (3.2-6.6 s over eight runs against 4.5-5.3 s over three; `bench/fleet.sh`). An earlier measurement that found the
-/// smaller windows slowing resync was the simulated sidecars' own doing: they held back
-/// reporting a roster received until their reports were sent.
-const STREAM_WINDOW: u32 = 64 * 1024;
-const CONNECTION_WINDOW: u32 = 128 * 1024;
+/// queued frame in a slab that never shrinks, so the window is paid per connection for good.
+/// Only reports and acknowledgements flow this way (rosters go the other way, under the
+/// sidecar's window), so one frame's worth (16 KiB, the smallest frame size a peer may use)
+/// per stream is enough. Under 1,000 sidecars (`bench/fleet.sh`): hyper's 1 MiB gave 121-128
+/// MiB RSS, 64/128 KiB 113-118, 16/32 KiB 106-110 with resync 2.8-3.9 s (3.2-6.6 s at 64/128;
+/// the 100-pool scenario 1.6-1.8 s against 1.2). An earlier measurement that found smaller
+/// windows slowing resync was the simulated sidecars' own doing: they held back reporting a
+/// roster received until their reports were sent.
+const STREAM_WINDOW: u32 = 16 * 1024;
+const CONNECTION_WINDOW: u32 = 32 * 1024;
 /// Pings on an idle connection, and how long an answer may take before it is closed.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
