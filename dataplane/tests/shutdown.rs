@@ -19,8 +19,7 @@ const DELAY: Duration = Duration::from_secs(1);
 const GRACE: Duration = Duration::from_secs(5);
 
 fn free_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    rollcall_testkit::system::free_port().expect("a free port")
 }
 
 async fn wait_until(what: &str, check: impl AsyncFn() -> bool) {

@@ -105,10 +105,20 @@ def rbac_rules(docs, account):
     return bound
 
 
+_GIVEN_PORTS = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now and never given before by this process: the kernel may hand
+    the same free port to two probes in a row, and a test naming two listeners would clash."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
+    raise RuntimeError("no port on 127.0.0.1 this process was not given already")
 
 
 def http_get(url, timeout=2):

@@ -155,10 +155,9 @@ impl Harness {
     }
 }
 
-/// A port free right now on 127.0.0.1 (for configs that name two listeners).
+/// A port free right now on 127.0.0.1 and not given before (for configs that name two listeners).
 pub fn free_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr")
+    rollcall_testkit::system::free_port().expect("a free port")
 }
 
 /// A one-pool config named `web` listening on a free port.

@@ -27,8 +27,18 @@ pub fn parse_yaml(yaml: &str) -> anyhow::Result<Vec<serde_json::Value>> {
     Ok(serde_saphyr::from_multiple(yaml)?)
 }
 
-/// A port nobody listens on right now (the child binds it a moment later).
+/// A port nobody listens on right now (the child binds it a moment later), and never one this
+/// process was given before: the kernel may hand the same free port to two probes in a row, and
+/// a test that names two listeners would then name one twice.
 pub fn free_port() -> anyhow::Result<SocketAddr> {
-    let probe = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(probe.local_addr()?)
+    static GIVEN: parking_lot::Mutex<std::collections::BTreeSet<u16>> =
+        parking_lot::Mutex::new(std::collections::BTreeSet::new());
+    for _ in 0..100 {
+        let probe = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let addr = probe.local_addr()?;
+        if GIVEN.lock().insert(addr.port()) {
+            return Ok(addr);
+        }
+    }
+    anyhow::bail!("no port on 127.0.0.1 this process was not given already")
 }

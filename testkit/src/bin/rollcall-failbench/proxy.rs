@@ -2,7 +2,7 @@
 //! match), their child processes (stopped with SIGTERM, then killed; never left behind) and a
 //! way to ask each one whether it considers backend 2 down.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -70,8 +70,7 @@ impl Kind {
 
 /// A port nobody listens on right now (the proxy binds it a moment later).
 pub fn free_port() -> anyhow::Result<SocketAddr> {
-    let probe = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free port")?;
-    Ok(probe.local_addr()?)
+    rollcall_testkit::system::free_port().context("finding a free port")
 }
 
 // === impl Running ===
