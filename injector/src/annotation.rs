@@ -131,34 +131,38 @@ pub fn parse(value: &str, pod_namespace: &str) -> Result<Vec<PoolPort>, String> 
 
 /// Parse the sidecar-threads annotation: a whole number from 1 to 64.
 pub fn parse_threads(value: &str) -> Result<u16, String> {
-    let value = value.trim();
-    value
-        .parse::<u16>()
-        .ok()
-        .filter(|n| (1..=MAX_THREADS).contains(n) && value.bytes().all(|b| b.is_ascii_digit()))
+    whole_number(value, MAX_THREADS.into())
+        .and_then(|n| u16::try_from(n).ok())
         .ok_or_else(|| {
             format!(
-                "{THREADS}: {value:?} is not a thread count; write a whole number from 1 to \
+                "{THREADS}: {:?} is not a thread count; write a whole number from 1 to \
                  {MAX_THREADS}, e.g. \"2\" (without it the sidecar runs one thread; more pay only \
-                 when the sidecar has cores of its own)"
+                 when the sidecar has cores of its own)",
+                value.trim()
             )
         })
 }
 
 /// Parse the sidecar-max-idle-connections annotation: a whole number from 1 to 100,000.
 pub fn parse_max_idle_connections(value: &str) -> Result<u32, String> {
+    whole_number(value, MAX_IDLE_LIMIT).ok_or_else(|| {
+        format!(
+            "{MAX_IDLE_CONNECTIONS}: {:?} is not a connection count; write a whole number from 1 \
+             to {MAX_IDLE_LIMIT}, e.g. \"4096\" (idle keep-alive connections each pool keeps, \
+             about 38 KB each; without it 1024)",
+            value.trim()
+        )
+    })
+}
+
+/// `value` (spaces around it aside) as a number from 1 to `max`, digits only: no sign, no
+/// fraction, no exponent.
+fn whole_number(value: &str, max: u32) -> Option<u32> {
     let value = value.trim();
-    value
-        .parse::<u32>()
-        .ok()
-        .filter(|n| (1..=MAX_IDLE_LIMIT).contains(n) && value.bytes().all(|b| b.is_ascii_digit()))
-        .ok_or_else(|| {
-            format!(
-                "{MAX_IDLE_CONNECTIONS}: {value:?} is not a connection count; write a whole number \
-                 from 1 to {MAX_IDLE_LIMIT}, e.g. \"4096\" (idle keep-alive connections each pool \
-                 keeps, about 38 KB each; without it 1024)"
-            )
-        })
+    if !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse::<u32>().ok().filter(|n| (1..=max).contains(n))
 }
 
 #[cfg(test)]
