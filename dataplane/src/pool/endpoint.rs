@@ -17,13 +17,17 @@ use crate::metrics::{ATTEMPT_OUTCOMES, Metrics};
 use crate::outcome::Outcome;
 use crate::upstream::{IdleConnections, KeepAlive, Upstream};
 
+type AttemptCounters = [OnceLock<IntCounter>; ATTEMPT_OUTCOMES.len()];
+
 pub struct Endpoint {
     pub addr: SocketAddr,
     pub zone: Option<String>,
     pub upstream: Upstream,
     pub load: Arc<EndpointLoad>,
-    /// One counter per outcome, in `ATTEMPT_OUTCOMES` order, made on first use.
-    attempts: [OnceLock<IntCounter>; ATTEMPT_OUTCOMES.len()],
+    /// One counter per outcome, in `ATTEMPT_OUTCOMES` order, made on first use; the slots
+    /// themselves only once the endpoint has had a try (112 bytes an endpoint never tried
+    /// does not hold: most of a large pool, for a sidecar that sends to few of it).
+    attempts: OnceLock<Box<AttemptCounters>>,
     attempts_vec: IntCounterVec,
     pool: Arc<str>,
 }
@@ -43,7 +47,7 @@ impl Endpoint {
             zone: config.zone.clone(),
             upstream: Upstream::in_pool(config.address, http2, keepalive, idle),
             load: Arc::new(EndpointLoad::with_weight(config.weight, now)),
-            attempts: std::array::from_fn(|_| OnceLock::new()),
+            attempts: OnceLock::new(),
             attempts_vec: metrics.attempts.clone(),
             pool: Arc::clone(pool),
         }
@@ -55,8 +59,11 @@ impl Endpoint {
         let Some(i) = ATTEMPT_OUTCOMES.iter().position(|o| *o == label) else {
             return;
         };
-        // `attempts` has one slot per outcome, so the index is in range.
-        self.attempts[i]
+        let slots = self
+            .attempts
+            .get_or_init(|| Box::new(std::array::from_fn(|_| OnceLock::new())));
+        // `slots` has one per outcome, so the index is in range.
+        slots[i]
             .get_or_init(|| {
                 let addr = self.addr.to_string();
                 self.attempts_vec
