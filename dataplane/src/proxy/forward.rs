@@ -5,9 +5,13 @@
 //! in-flight count is held by a guard that travels with its response body, so it is released on
 //! every path: success, failure, timeout, and the client going away (the future is dropped).
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use http::header::{self, HeaderValue};
+use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use rand::Rng;
@@ -53,29 +57,40 @@ pub fn forward(
     Either::Right(forward_request(pool, req, client))
 }
 
-/// Notes, at debug, a client that went away (its connection closed, so hyper dropped the
-/// request) before it got its answer: the one case no try or answer line shows.
-struct ClientWaiting<'a> {
-    pool: &'a Pool,
-    received: Instant,
-    answered: bool,
-}
+pin_project_lite::pin_project! {
+    /// A request's future that notes, at debug, a client that went away (its connection
+    /// closed, so hyper dropped the request) before it got its answer: the one case no try or
+    /// answer line shows.
+    struct ClientWaiting<F> {
+        #[pin]
+        answer: F,
+        pool: Arc<Pool>,
+        received: Instant,
+        answered: bool,
+    }
 
-impl ClientWaiting<'_> {
-    fn answered(mut self) {
-        self.answered = true;
+    impl<F> PinnedDrop for ClientWaiting<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if !*this.answered {
+                tracing::debug!(
+                    pool = this.pool.name(),
+                    waited_ms = this.received.elapsed().as_millis() as u64,
+                    "client left before its answer"
+                );
+            }
+        }
     }
 }
 
-impl Drop for ClientWaiting<'_> {
-    fn drop(&mut self) {
-        if !self.answered {
-            tracing::debug!(
-                pool = self.pool.name(),
-                waited_ms = self.received.elapsed().as_millis() as u64,
-                "client left before its answer"
-            );
-        }
+impl<F: Future> Future for ClientWaiting<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let response = ready!(this.answer.poll(cx));
+        *this.answered = true;
+        Poll::Ready(response)
     }
 }
 
@@ -102,180 +117,196 @@ fn forward_request(
     if let Some(host) = &host {
         parts.headers.insert(header::HOST, host.clone());
     }
-    async move {
-        let waiting = ClientWaiting {
-            pool: &pool,
-            received,
-            answered: false,
-        };
-        let response = 'answer: {
-            let pool = &pool;
-            let settings = pool.settings();
-            let target = match Target::of(&parts, host.as_ref(), settings.http2) {
-                Ok(target) => target,
-                Err(message) => {
-                    let response = if grpc_call {
-                        grpc::local_answer(400, "bad-request", &message)
-                    } else {
-                        error_response(StatusCode::BAD_REQUEST, "bad-request", &message)
-                    };
-                    break 'answer pool.finish(response, "client_error", received);
-                }
-            };
-            let idempotent = settings.retry.idempotent(&parts.method, &parts.headers);
-            let hash_key = settings
-                .hash_header
-                .as_ref()
-                .and_then(|h| parts.headers.get(h))
-                .map(|v| v.as_bytes().to_vec());
+    let answer = answer_request(
+        Arc::clone(&pool),
+        parts,
+        body,
+        host,
+        client_timeout,
+        grpc_call,
+        received,
+    );
+    ClientWaiting {
+        answer,
+        pool,
+        received,
+        answered: false,
+    }
+}
 
-            let progress = Arc::new(Progress::default());
-            let idle = pool.tuning().request_body_idle;
-            let mut body = match RequestBody::prepare(body, idle, &progress).await {
-                Ok(body) => body,
-                Err((outcome, detail)) => {
-                    let local = planner::local_for(outcome);
-                    let response = answer::local(local, &detail, grpc_call);
-                    break 'answer pool.finish(response, "client_error", received);
-                }
+/// Everything after the head: the body prepared, then tries until the planner answers.
+async fn answer_request(
+    pool: Arc<Pool>,
+    parts: Parts,
+    body: Incoming,
+    host: Option<HeaderValue>,
+    client_timeout: Option<Duration>,
+    grpc_call: bool,
+    received: Instant,
+) -> Response<ProxyBody> {
+    let pool = &pool;
+    let settings = pool.settings();
+    let target = match Target::of(&parts, host.as_ref(), settings.http2) {
+        Ok(target) => target,
+        Err(message) => {
+            let response = if grpc_call {
+                grpc::local_answer(400, "bad-request", &message)
+            } else {
+                error_response(StatusCode::BAD_REQUEST, "bad-request", &message)
             };
-            let mut clock = Clock::new(
-                received,
-                client_timeout,
-                settings.request_timeout,
-                settings.per_try_timeout,
-            );
-            if let Some(at) = progress.completed_at() {
-                clock.complete(at);
-            }
-            let mut plan = Plan::new(clock, idempotent);
-            let outgoing = Outgoing {
-                parts: &parts,
-                target: &target,
-                grpc: client_timeout.is_some(),
-                grpc_call,
-                connect_timeout: settings.connect_timeout,
-                upload_idle: idle,
-            };
-            let mut kept: Option<Kept> = None;
-            let mut detail = String::new();
-            let reply = Reply {
-                pool,
-                received,
-                client: &progress,
-                grpc_call,
-            };
-            loop {
-                let now = Instant::now();
-                if let Err(answer) = plan.may_start(now) {
-                    break 'answer reply.respond(answer, None, kept, &detail);
+            return pool.finish(response, "client_error", received);
+        }
+    };
+    let idempotent = settings.retry.idempotent(&parts.method, &parts.headers);
+    let hash_key = settings
+        .hash_header
+        .as_ref()
+        .and_then(|h| parts.headers.get(h))
+        .map(|v| v.as_bytes().to_vec());
+
+    let progress = Arc::new(Progress::default());
+    let idle = pool.tuning().request_body_idle;
+    let mut body = match RequestBody::prepare(body, idle, &progress).await {
+        Ok(body) => body,
+        Err((outcome, detail)) => {
+            let local = planner::local_for(outcome);
+            let response = answer::local(local, &detail, grpc_call);
+            return pool.finish(response, "client_error", received);
+        }
+    };
+    let mut clock = Clock::new(
+        received,
+        client_timeout,
+        settings.request_timeout,
+        settings.per_try_timeout,
+    );
+    if let Some(at) = progress.completed_at() {
+        clock.complete(at);
+    }
+    let mut plan = Plan::new(clock, idempotent);
+    let outgoing = Outgoing {
+        parts: &parts,
+        target: &target,
+        grpc: client_timeout.is_some(),
+        grpc_call,
+        connect_timeout: settings.connect_timeout,
+        upload_idle: idle,
+    };
+    let mut kept: Option<Kept> = None;
+    let mut detail = String::new();
+    let reply = Reply {
+        pool,
+        received,
+        client: &progress,
+        grpc_call,
+    };
+    loop {
+        let now = Instant::now();
+        if let Err(answer) = plan.may_start(now) {
+            return reply.respond(answer, None, kept, &detail);
+        }
+        let routing = pool.routing();
+        let endpoint = match routing.pick(hash_key.as_deref(), plan.tried(), now) {
+            Ok(endpoint) => endpoint,
+            Err(none) => {
+                if plan.first_try() {
+                    detail = none.message;
                 }
-                let routing = pool.routing();
-                let endpoint = match routing.pick(hash_key.as_deref(), plan.tried(), now) {
-                    Ok(endpoint) => endpoint,
-                    Err(none) => {
-                        if plan.first_try() {
-                            detail = none.message;
-                        }
-                        let answer = plan.no_endpoint(none.answer);
-                        break 'answer reply.respond(answer, None, kept, &detail);
-                    }
-                };
-                let mut guard = endpoint.load.start_try(now);
-                let result =
-                    attempt::run(&endpoint, &outgoing, &mut body, &progress, &mut plan.clock).await;
-                guard.answered(result.outcome.heard_from(), result.ended);
-                // A gRPC answer whose grpc-status comes in the trailers is judged when they arrive.
-                let judged_later = grpc_call && result.grpc_status_in_trailers();
-                if judged_later {
-                    endpoint.count_attempt(result.outcome);
-                } else {
-                    pool.record_attempt(&endpoint, result.outcome, &result.detail);
-                }
-                let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr);
-                let next = plan.after_try(
-                    TryReport {
-                        endpoint: endpoint.addr,
-                        outcome: result.outcome,
-                        started: result.started,
-                        ended: result.ended,
-                        body_replayable: body.replayable(),
-                        unprocessed: grpc_call && result.grpc_unavailable(),
-                    },
-                    planner::Context {
-                        rules: &settings.retry,
-                        budget: pool.budget(),
-                        untried_left,
-                        jitter: rand::rng().random::<f64>(),
-                    },
-                );
-                // One line per try that did not get a usable answer: what an access log would show.
-                if !matches!(
-                    result.outcome.verdict(),
-                    Verdict::Success | Verdict::ClientError
-                ) {
-                    tracing::debug!(
-                        pool = pool.name(),
-                        endpoint = %endpoint.addr,
-                        outcome = result.outcome.attempt_label(),
-                        try_ms = (result.ended - result.started).as_millis() as u64,
-                        request_ms = (result.ended - received).as_millis() as u64,
-                        next = ?next,
-                        "try failed"
-                    );
-                }
-                let TryResult {
-                    outcome,
-                    detail: try_detail,
-                    answer,
-                    started,
-                    ended,
-                } = result;
-                if !try_detail.is_empty() {
-                    detail = try_detail;
-                }
-                match next {
-                    Next::Retry {
-                        after,
-                        reason,
-                        keep_answer,
-                    } => {
-                        pool.count_retry(reason);
-                        // The answer (if any) is not passed on: count it in the balancer now.
-                        guard.finish(outcome.verdict(), ended - started, ended);
-                        if keep_answer && let Some((response, release)) = answer {
-                            kept = Some(Kept {
-                                response,
-                                release,
-                                endpoint: Arc::clone(&endpoint),
-                                started,
-                            });
-                        }
-                        if !after.is_zero() {
-                            tokio::time::sleep(after).await;
-                        }
-                    }
-                    Next::Answer(Answer::ThisTry) => {
-                        let this = answer.map(|(response, release)| Answered {
-                            response,
-                            release,
-                            guard: Some(guard),
-                            endpoint,
-                            started,
-                            client: Arc::clone(&progress),
-                            grpc_trailers: judged_later,
-                        });
-                        break 'answer reply.respond(Answer::ThisTry, this, kept, &detail);
-                    }
-                    Next::Answer(other) => {
-                        guard.finish(outcome.verdict(), ended - started, ended);
-                        break 'answer reply.respond(other, None, kept, &detail);
-                    }
-                }
+                let answer = plan.no_endpoint(none.answer);
+                return reply.respond(answer, None, kept, &detail);
             }
         };
-        waiting.answered();
-        response
+        let mut guard = endpoint.load.start_try(now);
+        let result =
+            attempt::run(&endpoint, &outgoing, &mut body, &progress, &mut plan.clock).await;
+        guard.answered(result.outcome.heard_from(), result.ended);
+        // A gRPC answer whose grpc-status comes in the trailers is judged when they arrive.
+        let judged_later = grpc_call && result.grpc_status_in_trailers();
+        if judged_later {
+            endpoint.count_attempt(result.outcome);
+        } else {
+            pool.record_attempt(&endpoint, result.outcome, &result.detail);
+        }
+        let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr);
+        let next = plan.after_try(
+            TryReport {
+                endpoint: endpoint.addr,
+                outcome: result.outcome,
+                started: result.started,
+                ended: result.ended,
+                body_replayable: body.replayable(),
+                unprocessed: grpc_call && result.grpc_unavailable(),
+            },
+            planner::Context {
+                rules: &settings.retry,
+                budget: pool.budget(),
+                untried_left,
+                jitter: rand::rng().random::<f64>(),
+            },
+        );
+        // One line per try that did not get a usable answer: what an access log would show.
+        if !matches!(
+            result.outcome.verdict(),
+            Verdict::Success | Verdict::ClientError
+        ) {
+            tracing::debug!(
+                pool = pool.name(),
+                endpoint = %endpoint.addr,
+                outcome = result.outcome.attempt_label(),
+                try_ms = (result.ended - result.started).as_millis() as u64,
+                request_ms = (result.ended - received).as_millis() as u64,
+                next = ?next,
+                "try failed"
+            );
+        }
+        let TryResult {
+            outcome,
+            detail: try_detail,
+            answer,
+            started,
+            ended,
+        } = result;
+        if !try_detail.is_empty() {
+            detail = try_detail;
+        }
+        match next {
+            Next::Retry {
+                after,
+                reason,
+                keep_answer,
+            } => {
+                pool.count_retry(reason);
+                // The answer (if any) is not passed on: count it in the balancer now.
+                guard.finish(outcome.verdict(), ended - started, ended);
+                if keep_answer && let Some((response, release)) = answer {
+                    kept = Some(Kept {
+                        response,
+                        release,
+                        endpoint: Arc::clone(&endpoint),
+                        started,
+                    });
+                }
+                if !after.is_zero() {
+                    tokio::time::sleep(after).await;
+                }
+            }
+            Next::Answer(Answer::ThisTry) => {
+                let this = answer.map(|(response, release)| Answered {
+                    response,
+                    release,
+                    guard: Some(guard),
+                    endpoint,
+                    started,
+                    client: Arc::clone(&progress),
+                    grpc_trailers: judged_later,
+                });
+                return reply.respond(Answer::ThisTry, this, kept, &detail);
+            }
+            Next::Answer(other) => {
+                guard.finish(outcome.verdict(), ended - started, ended);
+                return reply.respond(other, None, kept, &detail);
+            }
+        }
     }
 }
 
