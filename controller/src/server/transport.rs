@@ -29,8 +29,8 @@ const MAX_SEND_BUFFER: usize = 32 * 1024;
 /// ingests a fleet's complete reports, every connection fills its window, and h2 keeps each
 /// queued frame in a slab that never shrinks, so the window is paid per connection for good.
 /// Only reports and acknowledgements flow this way (rosters go the other way, under the
-/// sidecar's window), so one frame's worth (16 KiB, the smallest frame size a peer may use)
-/// per stream is enough. Under 1,000 sidecars (`bench/fleet.sh`): hyper's 1 MiB gave 121-128
+/// sidecar's window), so one full frame per stream (16 KiB, the largest frame every peer must
+/// accept) is enough. Under 1,000 sidecars (`bench/fleet.sh`): hyper's 1 MiB gave 121-128
 /// MiB RSS, 64/128 KiB 113-118, 16/32 KiB 106-110 with resync 2.8-3.9 s (3.2-6.6 s at 64/128;
 /// the 100-pool scenario 1.6-1.8 s against 1.2). An earlier measurement that found smaller
 /// windows slowing resync was the simulated sidecars' own doing: they held back reporting a

@@ -108,14 +108,12 @@ impl IdleConnections {
     /// Close connections idle for longer than `max_idle` and ones their endpoint closed.
     pub fn expire(&self, max_idle: Duration, now: Instant) {
         let mut inner = self.inner.lock();
-        let before: usize = inner.stacks.iter().map(VecDeque::len).sum();
         for stack in &mut inner.stacks {
             stack.retain(|idle| {
                 !idle.tx.is_closed() && now.saturating_duration_since(idle.since) < max_idle
             });
         }
-        let after: usize = inner.stacks.iter().map(VecDeque::len).sum();
-        inner.count -= before - after;
+        inner.count = inner.stacks.iter().map(VecDeque::len).sum();
         inner.compact();
     }
 }
@@ -133,6 +131,13 @@ impl Inner {
                 return;
             }
         }
+    }
+
+    /// Close the idle connections of the endpoint in `slot`.
+    fn clear(&mut self, slot: usize) {
+        let cleared = std::mem::take(&mut self.stacks[slot]);
+        self.count -= cleared.len();
+        self.compact();
     }
 
     /// Drop `order`'s entries of connections no longer idle once they outnumber the live ones.
@@ -214,10 +219,7 @@ impl IdleKey {
 
     /// Close this endpoint's idle connections.
     pub(super) fn clear(&self) {
-        let mut inner = self.set.inner.lock();
-        let cleared = std::mem::take(&mut inner.stacks[self.slot]);
-        inner.count -= cleared.len();
-        inner.compact();
+        self.set.inner.lock().clear(self.slot);
     }
 
     /// This endpoint's idle connections.
@@ -231,7 +233,8 @@ impl Drop for IdleKey {
     /// An endpoint that is gone keeps no idle connections in its pool's budget, and its slot
     /// goes to the next new endpoint.
     fn drop(&mut self) {
-        self.clear();
-        self.set.inner.lock().free.push(self.slot);
+        let mut inner = self.set.inner.lock();
+        inner.clear(self.slot);
+        inner.free.push(self.slot);
     }
 }
