@@ -191,13 +191,54 @@ pub fn parts(update: &pb::RosterUpdate) -> Vec<pb::RosterUpdate> {
     out
 }
 
-/// The digest of a complete roster that `fingerprint` carries: SHA-256 of its wire form, which
-/// is deterministic (endpoints in address order, the policy as one JSON text).
-pub fn fingerprint(roster: &pb::PoolRoster) -> Vec<u8> {
-    let bytes = prost::Message::encode_to_vec(roster);
-    ring::digest::digest(&ring::digest::SHA256, &bytes)
-        .as_ref()
-        .to_vec()
+/// The digest of a complete roster that `fingerprint` carries: SHA-256 over a canonical byte
+/// form of the roster itself (every endpoint in address order with each field length- or
+/// tag-prefixed, then the policy's JSON text and the Service label), computed without building
+/// its wire form, which a one-endpoint change to a large pool would otherwise pay for on every
+/// publish. `policy_json` is `serde_json::to_string(&roster.policy)`. The protocol treats the
+/// digest as opaque (compared for equality only), so its definition may change between
+/// controller versions at the cost of one snapshot per sidecar.
+pub fn fingerprint(roster: &Roster, policy_json: &str) -> Vec<u8> {
+    /// Bytes gathered before they are fed to the digest in one call.
+    const CHUNK: usize = 4096;
+    fn text(out: &mut Vec<u8>, value: Option<&str>) {
+        match value {
+            None => out.push(0),
+            Some(v) => {
+                out.push(1);
+                out.extend_from_slice(&(v.len() as u64).to_be_bytes());
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+    }
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut buf = Vec::with_capacity(CHUNK + 256);
+    buf.extend_from_slice(&(roster.endpoints.len() as u64).to_be_bytes());
+    for e in &roster.endpoints {
+        match e.addr.ip() {
+            IpAddr::V4(ip) => {
+                buf.push(4);
+                buf.extend_from_slice(&ip.octets());
+            }
+            IpAddr::V6(ip) => {
+                buf.push(6);
+                buf.extend_from_slice(&ip.octets());
+            }
+        }
+        buf.extend_from_slice(&e.addr.port().to_be_bytes());
+        text(&mut buf, e.pod.as_deref());
+        text(&mut buf, e.zone.as_deref());
+        buf.push(u8::from(e.ready) | u8::from(e.serving) << 1 | u8::from(e.terminating) << 2);
+        buf.extend_from_slice(&e.weight.max(1).to_be_bytes());
+        if buf.len() >= CHUNK {
+            digest.update(&buf);
+            buf.clear();
+        }
+    }
+    text(&mut buf, Some(policy_json));
+    text(&mut buf, Some(&roster.service));
+    digest.update(&buf);
+    digest.finish().as_ref().to_vec()
 }
 
 fn address(a: SocketAddr) -> pb::EndpointAddress {

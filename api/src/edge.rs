@@ -176,11 +176,17 @@ impl TryFrom<pb::Endpoint> for Endpoint {
 impl TryFrom<&Roster> for pb::PoolRoster {
     type Error = serde_json::Error;
     fn try_from(r: &Roster) -> Result<Self, serde_json::Error> {
-        Ok(Self {
-            endpoints: r.endpoints.iter().map(Into::into).collect(),
-            policy_json: serde_json::to_string(&r.policy)?,
-            service: r.service.clone(),
-        })
+        Ok(pool_roster(r, serde_json::to_string(&r.policy)?))
+    }
+}
+
+/// The wire form of `r` whose policy is already serialized (`serde_json::to_string(&r.policy)`),
+/// for a caller that needed the JSON before (the controller fingerprints it on publishing).
+pub fn pool_roster(r: &Roster, policy_json: String) -> pb::PoolRoster {
+    pb::PoolRoster {
+        endpoints: r.endpoints.iter().map(Into::into).collect(),
+        policy_json,
+        service: r.service.clone(),
     }
 }
 

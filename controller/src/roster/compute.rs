@@ -14,7 +14,6 @@
 //! - A missing Service or port is a `Problem` with a reason, for a condition; a Service without
 //!   endpoints is an empty roster (the status says `NoEndpoints`).
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::api::core::v1::Service;
@@ -69,47 +68,64 @@ pub fn compute<'a>(
         .and_then(|s| s.ip_families.as_ref())
         .and_then(|f| f.first())
         .map_or("IPv4", String::as_str);
-    let mut best: HashMap<SocketAddr, Endpoint> = HashMap::new();
     let ours = slices.into_iter().filter(|s| {
         s.namespace().as_deref() == Some(namespace.as_str())
             && s.labels().get(SERVICE_NAME_LABEL) == Some(svc_name)
             && s.address_type == family
     });
+    // Every usable address with its rank, borrowed; sorted by address, most usable copy first
+    // and, among equals, the first seen (slices by name, then their order), so the same slices
+    // always give the same roster. Only the kept copy's strings are cloned.
+    let mut seen: Vec<Candidate<'_>> = Vec::new();
     for slice in ours {
         let Some(port) = slice_port(slice, &port_name) else {
             continue;
         };
-        for ep in slice.endpoints.iter().flatten() {
+        for source in slice.endpoints.iter().flatten() {
             // Addresses of one endpoint are fungible; the API says consumers may use the first.
-            let Some(ip) = ep.addresses.first().and_then(|a| a.parse::<IpAddr>().ok()) else {
+            let Some(ip) = source
+                .addresses
+                .first()
+                .and_then(|a| a.parse::<IpAddr>().ok())
+            else {
                 continue;
             };
-            let cond = ep.conditions.clone().unwrap_or_default();
-            let ready = cond.ready.unwrap_or(true);
-            let endpoint = Endpoint {
+            let cond = source.conditions.as_ref();
+            let ready = cond.and_then(|c| c.ready).unwrap_or(true);
+            let serving = cond.and_then(|c| c.serving).unwrap_or(ready);
+            let terminating = cond.and_then(|c| c.terminating).unwrap_or(false);
+            seen.push(Candidate {
                 addr: SocketAddr::new(ip, port),
-                pod: ep
-                    .target_ref
-                    .as_ref()
-                    .filter(|r| r.kind.as_deref() == Some("Pod"))
-                    .and_then(|r| r.name.clone()),
-                zone: ep.zone.clone(),
-                ready,
-                serving: cond.serving.unwrap_or(ready),
-                terminating: cond.terminating.unwrap_or(false),
-                weight: 1,
-            };
-            best.entry(endpoint.addr)
-                .and_modify(|kept| {
-                    if rank(&endpoint) > rank(kept) {
-                        *kept = endpoint.clone();
-                    }
-                })
-                .or_insert(endpoint);
+                rank: (ready, serving, !terminating),
+                order: seen.len(),
+                source,
+            });
         }
     }
-    let mut endpoints: Vec<Endpoint> = best.into_values().collect();
-    endpoints.sort_by_key(|e| e.addr);
+    seen.sort_unstable_by(|a, b| {
+        a.addr
+            .cmp(&b.addr)
+            .then(b.rank.cmp(&a.rank))
+            .then(a.order.cmp(&b.order))
+    });
+    seen.dedup_by_key(|c| c.addr);
+    let endpoints = seen
+        .iter()
+        .map(|c| Endpoint {
+            addr: c.addr,
+            pod: c
+                .source
+                .target_ref
+                .as_ref()
+                .filter(|r| r.kind.as_deref() == Some("Pod"))
+                .and_then(|r| r.name.clone()),
+            zone: c.source.zone.clone(),
+            ready: c.rank.0,
+            serving: c.rank.1,
+            terminating: !c.rank.2,
+            weight: 1,
+        })
+        .collect();
     Ok(Roster {
         endpoints,
         policy: pool.spec.policy.clone(),
@@ -117,9 +133,13 @@ pub fn compute<'a>(
     })
 }
 
-/// Which copy of a duplicated address to keep: the most usable one.
-fn rank(e: &Endpoint) -> (bool, bool, bool) {
-    (e.ready, e.serving, !e.terminating)
+/// One copy of an address in the slices: which copy of a duplicated address is kept is the
+/// most usable one (`rank`: ready, then serving, then not terminating), then the first seen.
+struct Candidate<'a> {
+    addr: SocketAddr,
+    rank: (bool, bool, bool),
+    order: usize,
+    source: &'a k8s_openapi::api::discovery::v1::Endpoint,
 }
 
 /// The name of the Service's TCP port the pool refers to ("" for an unnamed single port).

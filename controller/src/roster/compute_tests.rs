@@ -67,6 +67,28 @@ fn duplicates_across_slices_collapse_preferring_ready() {
 }
 
 #[test]
+fn equally_usable_duplicates_keep_the_first_copy_seen() {
+    let p = pool("web", "web", Name("http".into()));
+    let svc = service("web", &[("http", 80)]);
+    let in_zone = |name: &str, zone: &str| {
+        let mut s = slice(name, "web", "IPv4", ("http", 8080), &[("10.0.0.1", READY)]);
+        for e in s.endpoints.iter_mut().flatten() {
+            e.zone = Some(zone.into());
+        }
+        s
+    };
+    let zone_of = |slices: &[EndpointSlice]| {
+        let r = compute(&p, slices, Some(&svc)).unwrap();
+        assert_eq!(r.endpoints.len(), 1);
+        r.endpoints[0].zone.clone().unwrap()
+    };
+    // Reconcile passes a Service's slices by name, so the same slices give the same roster.
+    let (a, b) = (in_zone("a", "zone-a"), in_zone("b", "zone-b"));
+    assert_eq!(zone_of(&[a.clone(), b.clone()]), "zone-a");
+    assert_eq!(zone_of(&[b, a]), "zone-b");
+}
+
+#[test]
 fn port_by_number_resolves_through_the_service_port_name() {
     let p = pool("web", "web", Int(80));
     let svc = service("web", &[("http", 80), ("admin", 9000)]);

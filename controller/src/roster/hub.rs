@@ -2,7 +2,10 @@
 //! per pool. Latest wins: a watcher that falls behind skips to the newest roster, so no queue
 //! grows for a slow sidecar. A roster is published only when its content changed, and then
 //! gets a new version; the wire forms (complete, in parts, as a delta against the previous
-//! version) are encoded once per version, not once per sidecar.
+//! version) are encoded once per version, not once per sidecar. Publishing encodes only the
+//! delta (what every up-to-date sidecar is sent); the complete forms are encoded the first
+//! time a stream needs one, so a one-endpoint change to a large pool reaches the fleet without
+//! first re-encoding every endpoint twice.
 //!
 //! Until the controller's caches are synced (`mark_synced`) an unknown pool has no state at all
 //! and watchers wait, and a pool that existed at sync waits for its first reconcile, so a
@@ -10,8 +13,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
 use rollcall_api::proto::encoded::EncodedRosterUpdate;
@@ -26,12 +29,15 @@ use crate::FastSet;
 #[derive(Debug)]
 pub struct Published {
     pub update: RosterUpdate,
-    /// `update` encoded for the wire, once, as one message: what every stream that does not
-    /// accept deltas is sent.
-    pub wire: EncodedRosterUpdate,
+    /// The policy as JSON, as the wire form carries it (empty when the pool has no roster).
+    policy_json: String,
+    /// `update` encoded for the wire as one message: what every stream that does not accept
+    /// deltas is sent. Encoded on first use (`wire()`).
+    wire: OnceLock<EncodedRosterUpdate>,
     /// `update` as the parts a delta-capable stream is sent when it needs the complete state
-    /// (`rollcall_api::delta::parts`): `wire` itself unless the roster is large.
-    pub parts: Vec<EncodedRosterUpdate>,
+    /// (`rollcall_api::delta::parts`): one message unless the roster is large. Encoded on
+    /// first use (`parts()`).
+    parts: OnceLock<Vec<EncodedRosterUpdate>>,
     /// The change from the previous version, for delta-capable streams that hold it; `None`
     /// when there is no previous roster or the change is as large as a part.
     pub delta: Option<Delta>,
@@ -43,6 +49,50 @@ pub struct Published {
     pub addresses: FastSet<SocketAddr>,
     /// When it was published, to measure push latency.
     pub at: Instant,
+}
+
+// === impl Published ===
+
+impl Published {
+    /// The complete state as one message.
+    pub fn wire(&self) -> &EncodedRosterUpdate {
+        self.wire
+            .get_or_init(|| EncodedRosterUpdate::new(&self.message()))
+    }
+
+    /// The complete state as the parts a delta-capable stream is sent.
+    pub fn parts(&self) -> &[EncodedRosterUpdate] {
+        self.parts.get_or_init(|| {
+            let message = self.message();
+            match rollcall_api::delta::parts(&message) {
+                parts if parts.len() > 1 => parts.iter().map(EncodedRosterUpdate::new).collect(),
+                _ => vec![self.wire().clone()],
+            }
+        })
+    }
+
+    /// The complete state as a protobuf message, with its fingerprint.
+    fn message(&self) -> pb::RosterUpdate {
+        let update = &self.update;
+        let state = match &update.state {
+            PoolState::Roster(roster) => pb::roster_update::State::Roster(
+                rollcall_api::edge::pool_roster(roster, self.policy_json.clone()),
+            ),
+            PoolState::Unavailable { reason, message } => {
+                pb::roster_update::State::Unavailable(pb::Unavailable {
+                    reason: pb::unavailable::Reason::from(*reason).into(),
+                    message: message.clone(),
+                })
+            }
+        };
+        pb::RosterUpdate {
+            pool: Some((&update.pool).into()),
+            version: update.version,
+            state: Some(state),
+            continued: false,
+            fingerprint: self.fingerprint.clone(),
+        }
+    }
 }
 
 /// A published version as a delta against the one before it.
@@ -234,69 +284,48 @@ fn delta(
     }
 }
 
+/// Version `version` of `pool`: its fingerprint, its delta from `previous` and its addresses
+/// now; its complete wire forms when first asked for.
 fn encode(
     pool: &PoolRef,
     version: u64,
     state: PoolState,
     previous: Option<&Published>,
 ) -> Published {
-    let update = RosterUpdate {
-        pool: pool.clone(),
-        version,
-        state,
+    let policy_json = match &state {
+        PoolState::Roster(roster) => serde_json::to_string(&roster.policy),
+        PoolState::Unavailable { .. } => Ok(String::new()),
     };
-    match pb::RosterUpdate::try_from(&update) {
-        Ok(mut message) => {
-            if let Some(pb::roster_update::State::Roster(roster)) = &message.state {
-                message.fingerprint = rollcall_api::delta::fingerprint(roster);
-            }
-            let wire = EncodedRosterUpdate::new(&message);
-            let parts = match rollcall_api::delta::parts(&message) {
-                parts if parts.len() > 1 => parts.iter().map(EncodedRosterUpdate::new).collect(),
-                _ => vec![wire.clone()],
-            };
-            Published {
-                wire,
-                parts,
-                delta: delta(pool, version, previous, &update.state, &message.fingerprint),
-                fingerprint: message.fingerprint,
-                addresses: match &update.state {
-                    PoolState::Roster(roster) => roster.endpoints.iter().map(|e| e.addr).collect(),
-                    PoolState::Unavailable { .. } => FastSet::default(),
-                },
-                update,
-                at: Instant::now(),
-            }
-        }
-        Err(e) => {
-            let update = RosterUpdate {
-                state: PoolState::Unavailable {
-                    reason: UnavailableReason::InvalidPolicy,
-                    message: format!("policy cannot be encoded: {e}"),
-                },
-                ..update
-            };
-            let wire = pb::RosterUpdate {
-                pool: Some(pool.into()),
-                version,
-                state: Some(pb::roster_update::State::Unavailable(pb::Unavailable {
-                    reason: pb::unavailable::Reason::InvalidPolicy.into(),
-                    message: format!("policy cannot be encoded: {e}"),
-                })),
-                continued: false,
-                fingerprint: Vec::new(),
-            };
-            let wire = EncodedRosterUpdate::new(&wire);
-            Published {
-                update,
-                parts: vec![wire.clone()],
-                delta: None,
-                fingerprint: Vec::new(),
-                wire,
-                addresses: FastSet::default(),
-                at: Instant::now(),
-            }
-        }
+    let (state, policy_json) = match policy_json {
+        Ok(json) => (state, json),
+        Err(e) => (
+            PoolState::Unavailable {
+                reason: UnavailableReason::InvalidPolicy,
+                message: format!("policy cannot be encoded: {e}"),
+            },
+            String::new(),
+        ),
+    };
+    let (fingerprint, addresses) = match &state {
+        PoolState::Roster(roster) => (
+            rollcall_api::delta::fingerprint(roster, &policy_json),
+            roster.endpoints.iter().map(|e| e.addr).collect(),
+        ),
+        PoolState::Unavailable { .. } => (Vec::new(), FastSet::default()),
+    };
+    Published {
+        delta: delta(pool, version, previous, &state, &fingerprint),
+        update: RosterUpdate {
+            pool: pool.clone(),
+            version,
+            state,
+        },
+        policy_json,
+        wire: OnceLock::new(),
+        parts: OnceLock::new(),
+        fingerprint,
+        addresses,
+        at: Instant::now(),
     }
 }
 

@@ -35,12 +35,13 @@ fn version_bumps_only_when_content_changes() {
     assert_eq!(published.update.version, 5000);
     // The bytes every stream sends are that version, encoded.
     let wire: pb::RosterUpdate =
-        prost::Message::decode(published.wire.bytes().clone()).expect("the wire form decodes");
+        prost::Message::decode(published.wire().bytes().clone()).expect("the wire form decodes");
     assert_eq!(wire.version, 5000);
     // With the fingerprint of the roster, for a later stream to name what it holds.
     let mut expected = pb::RosterUpdate::try_from(&published.update).unwrap();
-    if let Some(pb::roster_update::State::Roster(r)) = &expected.state {
-        expected.fingerprint = rollcall_api::delta::fingerprint(r);
+    if let PoolState::Roster(r) = &published.update.state {
+        let policy = serde_json::to_string(&r.policy).unwrap();
+        expected.fingerprint = rollcall_api::delta::fingerprint(r, &policy);
     }
     assert_eq!(wire.fingerprint.len(), 32);
     assert_eq!(published.fingerprint, wire.fingerprint);

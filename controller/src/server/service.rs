@@ -492,11 +492,11 @@ impl Sent {
     fn messages(&mut self, p: &Published) -> Vec<EncodedRosterUpdate> {
         let held = self.version.replace(p.update.version);
         if !self.deltas {
-            return vec![p.wire.clone()];
+            return vec![p.wire().clone()];
         }
         match &p.delta {
             Some(delta) if held == Some(delta.base) => vec![delta.wire.clone()],
-            _ => p.parts.clone(),
+            _ => p.parts().to_vec(),
         }
     }
 }
@@ -603,9 +603,9 @@ mod tests {
         assert!(is_delta(&current.messages(&p3)[0]));
         let whole = behind.messages(&p3);
         assert!(whole.len() == 1 && !is_delta(&whole[0]));
-        assert_eq!(whole[0], p3.wire);
+        assert_eq!(whole[0], *p3.wire());
         // A caller without deltas always gets the one complete message.
-        assert_eq!(legacy.messages(&p3), vec![p3.wire.clone()]);
+        assert_eq!(legacy.messages(&p3), vec![p3.wire().clone()]);
         // Unavailable and back: no delta across it.
         hub.publish(
             &web,
@@ -650,6 +650,6 @@ mod tests {
             fingerprint: p.fingerprint.clone(),
             ..held
         };
-        assert_eq!(legacy.first(&p, Some(&held)), vec![p.wire.clone()]);
+        assert_eq!(legacy.first(&p, Some(&held)), vec![p.wire().clone()]);
     }
 }
