@@ -22,7 +22,7 @@ use rollcall_testkit::system::{CRD_YAML, Controller, LocalApi, identity};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use crate::measure::{cpu_seconds, percentile, rss_mib};
+use crate::measure::{cpu_seconds, percentile, rss_mib, settle};
 
 #[derive(Parser)]
 #[command(
@@ -225,8 +225,14 @@ async fn run(
         }
     }
     let connect_s = (now_ms() - started) as f64 / 1000.0;
-    // Let the initial reports (every sidecar's full pool health) be ingested.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Let the initial reports (every sidecar's full pool health) be ingested: the changes
+    // measure a fleet in its steady state, not one still busy with its first reports.
+    let sim_pid = sim.id().context("sim pid")?;
+    let (settle, settled) = settle(&[pid, sim_pid], Duration::from_secs(120)).await;
+    if !settled {
+        eprintln!("fleet: the controller or the sims were still busy after {settle:?}");
+    }
+    let settle_s = settle.as_secs_f64();
     let ingest_cpu = cpu_seconds(pid) - cpu_before;
     let connected_rss = rss_mib(pid);
 
@@ -307,7 +313,8 @@ async fn run(
         "fleet: scenario={scenario} sidecars={sidecars} endpoints={endpoints} pools={pools} \
          auth={auth} \
          first_ms={:.0} p50_ms={:.0} p99_ms={:.0} max_ms={:.0} rss_mib={:.0} idle_rss_mib={:.0} \
-         rss_after_changes_mib={:.0} connect_s={connect_s:.1} ingest_cpu_s={ingest_cpu:.1} \
+         rss_after_changes_mib={:.0} connect_s={connect_s:.1} settle_s={settle_s:.1} \
+         ingest_cpu_s={ingest_cpu:.1} \
          cpu_per_change_s={:.2} resync_s={resync_s:.1} reconcile_ms={reconcile_ms:.1} \
          push_ms={push_ms:.1}",
         first_per_change.iter().sum::<f64>() / first_per_change.len().max(1) as f64,

@@ -1,6 +1,8 @@
 //! What the benchmark reads off a process (resident memory, CPU time from `/proc`) and the
 //! percentiles it prints.
 
+use std::time::Duration;
+
 /// Resident set size in MiB.
 pub fn rss_mib(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -30,6 +32,40 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     };
     // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the ')'.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Below this share of one core over a sampling window, a process counts as quiet.
+const QUIET_SHARE: f64 = 0.1;
+/// How often `settle` samples.
+const SETTLE_WINDOW: Duration = Duration::from_millis(500);
+
+/// Wait until every process in `pids` has been quiet (under a tenth of a core) for two
+/// consecutive half-second windows, or `limit` has passed: what follows then measures the
+/// steady state, not the tail of what came before (the first reports of a fleet still being
+/// ingested). Returns how long it waited and whether they settled.
+pub async fn settle(pids: &[u32], limit: Duration) -> (Duration, bool) {
+    let started = tokio::time::Instant::now();
+    let mut before: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p)).collect();
+    let mut quiet_windows = 0;
+    while started.elapsed() < limit {
+        tokio::time::sleep(SETTLE_WINDOW).await;
+        let now: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p)).collect();
+        let busiest = now
+            .iter()
+            .zip(&before)
+            .map(|(n, b)| n - b)
+            .fold(0.0, f64::max);
+        before = now;
+        if busiest < QUIET_SHARE * SETTLE_WINDOW.as_secs_f64() {
+            quiet_windows += 1;
+            if quiet_windows == 2 {
+                return (started.elapsed(), true);
+            }
+        } else {
+            quiet_windows = 0;
+        }
+    }
+    (started.elapsed(), false)
 }
 
 /// The `q`-th percentile (0..=1) of `values` (nearest rank).
