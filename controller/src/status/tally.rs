@@ -4,7 +4,8 @@
 //! cloned and re-counted per status pass).
 //!
 //! Compact by construction: every address the pool's reports name gets a slot once; a
-//! sidecar's report is one byte per slot (its state, or none) plus the details of the
+//! sidecar's report is its state per slot (`SlotStates`: the state most slots have plus the
+//! exceptions, or one byte per slot when the exceptions are many) plus the details of the
 //! endpoints it ejects, the only ones the status lists. Per slot, the counts of each state over
 //! the reporters that count (fresh ones) and the set of those ejecting it. A slot no report
 //! names any more is freed and reused, so churn of pod addresses does not grow the tally.
@@ -14,6 +15,7 @@ use std::net::SocketAddr;
 
 use rollcall_api::roster::{EndpointHealth, EndpointState, PoolHealth, Refusal};
 
+use super::slot_states::SlotStates;
 use super::store::StreamId;
 use crate::FastMap;
 
@@ -63,8 +65,8 @@ struct Reporter {
     /// A newer roster it refused, and why.
     refused: Option<Refusal>,
     panic: bool,
-    /// State code per slot; shorter than the slot table means "not reported" past its end.
-    states: Vec<u8>,
+    /// State code per slot (0: not reported).
+    states: SlotStates,
     /// Details of the endpoints it ejects, by slot.
     ejected: FastMap<u32, Ejecting>,
     /// Whether it counts in the totals (its stream is fresh).
@@ -104,15 +106,15 @@ impl PoolTally {
     /// Record `health` as `id`'s complete report (it replaces the previous one) and count it.
     /// Returns whether anything the status is computed from changed.
     pub fn record(&mut self, id: StreamId, health: &PoolHealth) -> bool {
-        let mut states = Vec::new();
+        let mut codes = Vec::new();
         let mut ejected = FastMap::default();
         for e in &health.endpoints {
             let slot = self.slot_for(e.addr);
             let index = slot as usize;
-            if states.len() <= index {
-                states.resize(index + 1, 0);
+            if codes.len() <= index {
+                codes.resize(index + 1, 0);
             }
-            states[index] = code(e.state);
+            codes[index] = code(e.state);
             if e.state == EndpointState::Ejected {
                 ejected.insert(slot, Ejecting::of(e));
             } else if !ejected.is_empty() {
@@ -124,12 +126,12 @@ impl PoolTally {
             roster_version: health.roster_version,
             refused: health.refused.clone(),
             panic: health.panic,
-            states,
+            states: SlotStates::from_codes(codes),
             ejected,
             counted: true,
         };
-        for (slot, _) in occupied(&new.states) {
-            self.refs[slot] += 1;
+        for (slot, _) in new.states.occupied() {
+            self.refs[slot as usize] += 1;
         }
         let old = self.reporters.remove(&id);
         let changed = old
@@ -139,9 +141,7 @@ impl PoolTally {
             if old.counted {
                 self.contribute(id, old, false);
             }
-            for (slot, _) in occupied(&old.states) {
-                self.release_ref(slot);
-            }
+            self.release_all(old);
         }
         self.contribute(id, &new, true);
         self.reporters.insert(id, new);
@@ -166,7 +166,9 @@ impl PoolTally {
             roster_version: 0,
             refused: None,
             panic: false,
-            states: Vec::new(),
+            // Gathered in the compact form: a fleet's first reports all arrive in parts at
+            // once, and one byte per slot for each of them was the controller's peak.
+            states: SlotStates::default(),
             ejected: FastMap::default(),
             counted: false,
         });
@@ -176,13 +178,10 @@ impl PoolTally {
         for e in &part.endpoints {
             let slot = self.slot_for(e.addr);
             let index = slot as usize;
-            if pending.states.len() <= index {
-                pending.states.resize(index + 1, 0);
-            }
-            if pending.states[index] == 0 {
+            if pending.states.get(slot) == 0 {
                 self.refs[index] += 1;
             }
-            pending.states[index] = code(e.state);
+            pending.states.set(slot, code(e.state));
             if e.state == EndpointState::Ejected {
                 pending.ejected.insert(slot, Ejecting::of(e));
             } else if !pending.ejected.is_empty() {
@@ -194,6 +193,7 @@ impl PoolTally {
             return false;
         }
         pending.counted = true;
+        pending.states = std::mem::take(&mut pending.states).compacted();
         let old = self.reporters.remove(&id);
         let changed = old
             .as_ref()
@@ -220,8 +220,8 @@ impl PoolTally {
     }
 
     fn release_all(&mut self, reporter: &Reporter) {
-        for (slot, _) in occupied(&reporter.states) {
-            self.release_ref(slot);
+        for (slot, _) in reporter.states.occupied() {
+            self.release_ref(slot as usize);
         }
     }
 
@@ -280,14 +280,11 @@ impl PoolTally {
         counting: bool,
     ) -> bool {
         let index = slot as usize;
-        let old = reporter.states.get(index).copied().unwrap_or(0);
+        let old = reporter.states.get(slot);
         if old == new {
             return false;
         }
-        if reporter.states.len() <= index {
-            reporter.states.resize(index + 1, 0);
-        }
-        reporter.states[index] = new;
+        reporter.states.set(slot, new);
         if new != EJECTED && !reporter.ejected.is_empty() {
             reporter.ejected.remove(&slot);
         }
@@ -333,9 +330,7 @@ impl PoolTally {
         if old.counted {
             self.contribute(id, &old, false);
         }
-        for (slot, _) in occupied(&old.states) {
-            self.release_ref(slot);
-        }
+        self.release_all(&old);
         true
     }
 
@@ -418,8 +413,8 @@ impl PoolTally {
 
     /// Add (`add`) or take away a reporter's states from the per-slot totals.
     fn contribute(&mut self, id: StreamId, reporter: &Reporter, add: bool) {
-        for (slot, state) in occupied(&reporter.states) {
-            self.count(id, slot as u32, state, add);
+        for (slot, state) in reporter.states.occupied() {
+            self.count(id, slot, state, add);
         }
     }
 
@@ -444,23 +439,12 @@ impl PoolTally {
     }
 }
 
-/// The slots a report names, with their state codes.
-fn occupied(states: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
-    states
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| **s != 0)
-        .map(|(i, s)| (i, *s))
-}
-
 fn same_report(a: &Reporter, b: &Reporter) -> bool {
-    let len = a.states.len().max(b.states.len());
-    let at = |r: &Reporter, i: usize| r.states.get(i).copied().unwrap_or(0);
     a.roster_version == b.roster_version
         && a.refused == b.refused
         && a.panic == b.panic
         && a.ejected == b.ejected
-        && (0..len).all(|i| at(a, i) == at(b, i))
+        && a.states.same(&b.states)
 }
 
 // === impl EndpointTally ===

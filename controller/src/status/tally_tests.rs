@@ -318,3 +318,54 @@ fn ejection_details_come_from_the_counted_reporters_that_eject() {
     assert_eq!(tally.endpoint(&addr(1)).unwrap().seen(), 2);
     assert!(tally.endpoint(&addr(7)).is_none());
 }
+
+#[test]
+fn a_fleet_of_mostly_healthy_reports_holds_no_byte_per_endpoint_per_sidecar() {
+    // 50 sidecars report 2,000 endpoints whole, in parts of 64, interleaved as a fleet's
+    // first reports arrive; one ejects an endpoint, one sees 50 unknown, one 300.
+    let mut tally = PoolTally::default();
+    let report = |sidecar: u64| -> Vec<EndpointHealth> {
+        (0..2000)
+            .map(|i| match (sidecar, i) {
+                (0, 7) => at(i, EndpointState::Ejected),
+                (1, 100..400) | (2, 100..150) => at(i, EndpointState::Unknown),
+                _ => at(i, EndpointState::Healthy),
+            })
+            .collect()
+    };
+    let reports: Vec<Vec<EndpointHealth>> = (0..50).map(report).collect();
+    let parts = 2000usize.div_ceil(64);
+    for part in 0..parts {
+        for (sidecar, endpoints) in reports.iter().enumerate() {
+            let chunk = endpoints.chunks(64).nth(part).unwrap().to_vec();
+            tally.record_part(
+                StreamId::new(sidecar as u64),
+                &health(1, false, chunk),
+                part == 0,
+                part + 1 == parts,
+            );
+        }
+        // Reports still in parts are gathered compact too (they all pile up at once).
+        if part + 2 == parts {
+            assert_eq!(tally.pending.len(), 50);
+            let dense: Vec<StreamId> = (tally.pending.iter())
+                .filter(|(_, r)| r.states.is_dense())
+                .map(|(id, _)| *id)
+                .collect();
+            assert_eq!(dense, [StreamId::new(1)]);
+        }
+    }
+    assert_eq!(tally.reporting(), 50);
+    let e = tally.endpoint(&addr(7)).unwrap();
+    assert_eq!(e.counts, [49, 0, 0, 0, 1]);
+    assert_eq!(tally.endpoint(&addr(120)).unwrap().counts, [48, 2, 0, 0, 0]);
+    assert_eq!(tally.endpoint(&addr(150)).unwrap().counts, [49, 1, 0, 0, 0]);
+    let dense: Vec<StreamId> = tally
+        .reporters
+        .iter()
+        .filter(|(_, r)| r.states.is_dense())
+        .map(|(id, _)| *id)
+        .collect();
+    // Only the one that sees 15% of the pool differently is kept a byte per endpoint.
+    assert_eq!(dense, [StreamId::new(1)]);
+}
