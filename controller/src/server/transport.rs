@@ -3,7 +3,8 @@
 //! queue for sending. h2 keeps every queued DATA frame in a per-connection slab that never
 //! shrinks, and with hyper's default (400 KiB per stream) a sidecar's first roster, 10,000
 //! endpoints in parts, queued whole: under a 1,000-sidecar fleet those slabs alone held 20–79 MB.
-//! Bounding the send buffer bounds it; flow control does the rest.
+//! Bounding the send buffer bounds it; flow control does the rest. Request bodies reach tonic
+//! in pieces of at most 1 KiB (`in_small_pieces`), which bounds its per-stream decode buffer.
 //! Accepting, TLS handshakes (`tls::incoming`) and the service are the caller's; this owns
 //! the per-connection settings, the peer address tonic's `remote_addr()` reads, and a graceful
 //! close of every connection on shutdown.
@@ -13,8 +14,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
-use hyper::body::Incoming;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyStream, StreamBody};
+use hyper::body::{Body, Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
@@ -40,6 +44,39 @@ const CONNECTION_WINDOW: u32 = 32 * 1024;
 /// Pings on an idle connection, and how long an answer may take before it is closed.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest piece of a request body tonic is handed at once.
+const BODY_PIECE: usize = 1024;
+
+/// `body` with every DATA frame split into pieces of at most `BODY_PIECE` bytes (zero-copy).
+/// tonic copies what it is handed into a per-stream buffer that stays at its high-water mark
+/// for the life of the stream; a sidecar's report stream carries bursts of messages in frames
+/// of up to 16 KiB, so whole frames grew that buffer to 16 KiB per sidecar. In pieces, it
+/// holds one message and one piece at most.
+fn in_small_pieces<B>(body: B) -> UnsyncBoxBody<Bytes, B::Error>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Send,
+{
+    let pieces = BodyStream::new(body).flat_map(|frame| {
+        let frames: Vec<Result<Frame<Bytes>, B::Error>> = match frame {
+            Ok(frame) => match frame.into_data() {
+                Ok(mut data) => {
+                    let mut pieces = Vec::with_capacity(data.len().div_ceil(BODY_PIECE));
+                    while data.len() > BODY_PIECE {
+                        pieces.push(Ok(Frame::data(data.split_to(BODY_PIECE))));
+                    }
+                    pieces.push(Ok(Frame::data(data)));
+                    pieces
+                }
+                Err(other) => vec![Ok(other)],
+            },
+            Err(error) => vec![Err(error)],
+        };
+        futures_util::stream::iter(frames)
+    });
+    UnsyncBoxBody::new(StreamBody::new(pieces))
+}
 
 /// The HTTP/2 settings of every roster connection.
 fn builder() -> hyper::server::conn::http2::Builder<TokioExecutor> {
@@ -106,6 +143,7 @@ async fn connection<IO>(
     };
     let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(info.clone());
+        let request = request.map(in_small_pieces);
         let mut routes = routes.clone();
         async move {
             // Routes (an axum router) is always ready; its error type is Infallible.
@@ -134,5 +172,42 @@ async fn connection<IO>(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_body_reaches_the_service_in_small_pieces_whole_and_in_order() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        let frames: Vec<Result<Frame<Bytes>, Infallible>> = vec![
+            Ok(Frame::data(Bytes::copy_from_slice(&data[..4500]))),
+            Ok(Frame::data(Bytes::new())),
+            Ok(Frame::data(Bytes::copy_from_slice(&data[4500..]))),
+            Ok(Frame::trailers(trailers.clone())),
+        ];
+        let mut body = in_small_pieces(StreamBody::new(futures_util::stream::iter(frames)));
+        let (mut received, mut sizes, mut got_trailers) = (Vec::new(), Vec::new(), None);
+        while let Some(frame) = body.frame().await {
+            let frame = frame.unwrap();
+            match frame.into_data() {
+                Ok(piece) => {
+                    sizes.push(piece.len());
+                    received.extend_from_slice(&piece);
+                }
+                Err(frame) => got_trailers = frame.into_trailers().ok(),
+            }
+        }
+        assert_eq!(received, data);
+        assert_eq!(sizes, [1024, 1024, 1024, 1024, 404, 0, 500]);
+        assert_eq!(got_trailers, Some(trailers));
     }
 }
