@@ -57,6 +57,10 @@ enum Cmd {
         /// by the controller with TokenReview as in a cluster).
         #[arg(long)]
         no_auth: bool,
+        /// The roster port serves TLS (a self-signed certificate for `localhost`, given to
+        /// the controller as the chart's Secret would be) and the sidecars verify it.
+        #[arg(long)]
+        tls: bool,
     },
     /// The simulated sidecars (started by `run`).
     Sim {
@@ -71,6 +75,9 @@ enum Cmd {
         /// One bearer token per line, line `i` for sidecar `i`.
         #[arg(long)]
         tokens: Option<std::path::PathBuf>,
+        /// Connect with TLS, trusting only this certificate (PEM), for the name `localhost`.
+        #[arg(long)]
+        tls_ca: Option<std::path::PathBuf>,
     },
 }
 
@@ -114,6 +121,13 @@ impl Seen {
     }
 }
 
+/// How the roster port is reached: with tokens, with TLS.
+#[derive(Clone, Copy)]
+struct Security {
+    auth: bool,
+    tls: bool,
+}
+
 async fn run(
     sidecars: usize,
     endpoints: usize,
@@ -121,7 +135,7 @@ async fn run(
     per: usize,
     changes: usize,
     scenario: &str,
-    auth: bool,
+    Security { auth, tls }: Security,
 ) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("rollcall-fleet-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -179,11 +193,23 @@ async fn run(
             (now_ms() - auth_started) as f64 / 1000.0
         );
     }
-    let flags: Vec<String> = if auth {
+    let mut flags: Vec<String> = if auth {
         Vec::new()
     } else {
         vec!["--insecure-no-auth".to_string()]
     };
+    let tls_ca = dir.join("tls.crt");
+    if tls {
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])?;
+        std::fs::write(&tls_ca, certified.cert.pem())?;
+        std::fs::write(dir.join("tls.key"), certified.signing_key.serialize_pem())?;
+        flags.extend([
+            "--tls-cert-file".to_string(),
+            tls_ca.display().to_string(),
+            "--tls-key-file".to_string(),
+            dir.join("tls.key").display().to_string(),
+        ]);
+    }
     let mut controller =
         Controller::start(&api.kubeconfig, "fleet-controller", &dir, &flags).await?;
     controller.wait_ready(Duration::from_secs(60)).await?;
@@ -191,8 +217,12 @@ async fn run(
     let idle_rss = rss_mib(pid);
 
     let exe = std::env::current_exe()?;
+    let sim_url = match tls {
+        true => controller.url().replacen("http://", "https://", 1),
+        false => controller.url(),
+    };
     let mut sim = Command::new(exe)
-        .args(["sim", "--controller", &controller.url()])
+        .args(["sim", "--controller", &sim_url])
         .args([
             "--sidecars",
             &sidecars.to_string(),
@@ -202,6 +232,11 @@ async fn run(
         .args(["--pools-per-sidecar", &per.to_string()])
         .args(if auth {
             vec!["--tokens".to_string(), tokens.display().to_string()]
+        } else {
+            Vec::new()
+        })
+        .args(if tls {
+            vec!["--tls-ca".to_string(), tls_ca.display().to_string()]
         } else {
             Vec::new()
         })
@@ -311,7 +346,7 @@ async fn run(
     controller.process.kill().await;
     println!(
         "fleet: scenario={scenario} sidecars={sidecars} endpoints={endpoints} pools={pools} \
-         auth={auth} \
+         auth={auth} tls={tls} \
          first_ms={:.0} p50_ms={:.0} p99_ms={:.0} max_ms={:.0} rss_mib={:.0} idle_rss_mib={:.0} \
          rss_after_changes_mib={:.0} connect_s={connect_s:.1} settle_s={settle_s:.1} \
          ingest_cpu_s={ingest_cpu:.1} \
@@ -388,6 +423,7 @@ async fn main() -> anyhow::Result<()> {
             changes,
             scenario,
             no_auth,
+            tls,
         } => {
             run(
                 sidecars,
@@ -396,7 +432,10 @@ async fn main() -> anyhow::Result<()> {
                 pools_per_sidecar.max(1),
                 changes,
                 &scenario,
-                !no_auth,
+                Security {
+                    auth: !no_auth,
+                    tls,
+                },
             )
             .await
         }
@@ -406,6 +445,7 @@ async fn main() -> anyhow::Result<()> {
             pools,
             pools_per_sidecar,
             tokens,
+            tls_ca,
         } => {
             let tokens: Vec<String> = match tokens {
                 Some(path) => std::fs::read_to_string(&path)
@@ -425,7 +465,13 @@ async fn main() -> anyhow::Result<()> {
                         .collect(),
                 })
                 .collect();
-            sim::main(controller, sims, Duration::from_secs(10)).await;
+            let ca = match tls_ca {
+                Some(path) => Some(
+                    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+                ),
+                None => None,
+            };
+            sim::main(controller, ca, sims, Duration::from_secs(10)).await;
             Ok(())
         }
     }

@@ -12,7 +12,7 @@ use rollcall_api::delta::Assembler;
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::proto::v1::roster_client::RosterClient;
 use tokio::sync::mpsc;
-use tonic::transport::Endpoint;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -99,6 +99,7 @@ fn in_parts(mut health: pb::PoolHealth) -> Vec<pb::PoolHealth> {
 /// Run one sidecar until the process ends, reconnecting with a short back-off.
 pub async fn run(
     controller: String,
+    ca: Option<Vec<u8>>,
     sim: SimSidecar,
     out: mpsc::UnboundedSender<String>,
     heartbeat: Duration,
@@ -112,9 +113,19 @@ pub async fn run(
     let mut assembler = Assembler::new();
     loop {
         assembler.new_stream();
-        let Ok(endpoint) = Endpoint::from_shared(controller.clone()) else {
+        let Ok(mut endpoint) = Endpoint::from_shared(controller.clone()) else {
             return;
         };
+        // As the sidecar does: only the roster certificate's issuer is trusted.
+        if let Some(ca) = &ca {
+            let config = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .domain_name("localhost");
+            let Ok(with_tls) = endpoint.tls_config(config) else {
+                return;
+            };
+            endpoint = with_tls;
+        }
         let channel = match endpoint.connect().await {
             Ok(c) => c,
             Err(_) => {
@@ -232,10 +243,21 @@ pub async fn run(
 }
 
 /// `rollcall-fleet sim`: start every sidecar and print their lines on stdout.
-pub async fn main(controller: String, sims: Vec<SimSidecar>, heartbeat: Duration) {
+pub async fn main(
+    controller: String,
+    ca: Option<Vec<u8>>,
+    sims: Vec<SimSidecar>,
+    heartbeat: Duration,
+) {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     for sim in sims {
-        tokio::spawn(run(controller.clone(), sim, tx.clone(), heartbeat));
+        tokio::spawn(run(
+            controller.clone(),
+            ca.clone(),
+            sim,
+            tx.clone(),
+            heartbeat,
+        ));
     }
     drop(tx);
     let stdout = std::io::stdout();
