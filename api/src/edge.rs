@@ -180,9 +180,8 @@ impl TryFrom<&Roster> for pb::PoolRoster {
     }
 }
 
-/// The wire form of `r` whose policy is already serialized (`serde_json::to_string(&r.policy)`),
-/// for a caller that needed the JSON before (the controller fingerprints it on publishing).
-pub fn pool_roster(r: &Roster, policy_json: String) -> pb::PoolRoster {
+/// The wire form of `r` whose policy is already serialized (`serde_json::to_string(&r.policy)`).
+fn pool_roster(r: &Roster, policy_json: String) -> pb::PoolRoster {
     pb::PoolRoster {
         endpoints: r.endpoints.iter().map(Into::into).collect(),
         policy_json,
@@ -255,22 +254,33 @@ impl From<pb::unavailable::Reason> for UnavailableReason {
 impl TryFrom<&RosterUpdate> for pb::RosterUpdate {
     type Error = serde_json::Error;
     fn try_from(u: &RosterUpdate) -> Result<Self, serde_json::Error> {
-        let state = match &u.state {
-            PoolState::Roster(r) => pb::roster_update::State::Roster(r.try_into()?),
-            PoolState::Unavailable { reason, message } => {
-                pb::roster_update::State::Unavailable(pb::Unavailable {
-                    reason: pb::unavailable::Reason::from(*reason).into(),
-                    message: message.clone(),
-                })
-            }
+        let policy_json = match &u.state {
+            PoolState::Roster(r) => serde_json::to_string(&r.policy)?,
+            PoolState::Unavailable { .. } => String::new(),
         };
-        Ok(Self {
-            pool: Some((&u.pool).into()),
-            version: u.version,
-            state: Some(state),
-            continued: false,
-            fingerprint: Vec::new(),
-        })
+        Ok(roster_update(u, policy_json))
+    }
+}
+
+/// The wire form of `u` whose roster's policy is already serialized (`policy_json`, ignored
+/// when `u` has no roster), for a caller that needed the JSON before (the controller
+/// fingerprints it on publishing).
+pub fn roster_update(u: &RosterUpdate, policy_json: String) -> pb::RosterUpdate {
+    let state = match &u.state {
+        PoolState::Roster(r) => pb::roster_update::State::Roster(pool_roster(r, policy_json)),
+        PoolState::Unavailable { reason, message } => {
+            pb::roster_update::State::Unavailable(pb::Unavailable {
+                reason: pb::unavailable::Reason::from(*reason).into(),
+                message: message.clone(),
+            })
+        }
+    };
+    pb::RosterUpdate {
+        pool: Some((&u.pool).into()),
+        version: u.version,
+        state: Some(state),
+        continued: false,
+        fingerprint: Vec::new(),
     }
 }
 

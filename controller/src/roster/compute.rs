@@ -97,17 +97,12 @@ pub fn compute<'a>(
             seen.push(Candidate {
                 addr: SocketAddr::new(ip, port),
                 rank: (ready, serving, !terminating),
-                order: seen.len(),
                 source,
             });
         }
     }
-    seen.sort_unstable_by(|a, b| {
-        a.addr
-            .cmp(&b.addr)
-            .then(b.rank.cmp(&a.rank))
-            .then(a.order.cmp(&b.order))
-    });
+    // Stable: equal copies keep the order they were seen in.
+    seen.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.rank.cmp(&a.rank)));
     seen.dedup_by_key(|c| c.addr);
     let endpoints = seen
         .iter()
@@ -138,7 +133,6 @@ pub fn compute<'a>(
 struct Candidate<'a> {
     addr: SocketAddr,
     rank: (bool, bool, bool),
-    order: usize,
     source: &'a k8s_openapi::api::discovery::v1::Endpoint,
 }
 

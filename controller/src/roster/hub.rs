@@ -73,24 +73,9 @@ impl Published {
 
     /// The complete state as a protobuf message, with its fingerprint.
     fn message(&self) -> pb::RosterUpdate {
-        let update = &self.update;
-        let state = match &update.state {
-            PoolState::Roster(roster) => pb::roster_update::State::Roster(
-                rollcall_api::edge::pool_roster(roster, self.policy_json.clone()),
-            ),
-            PoolState::Unavailable { reason, message } => {
-                pb::roster_update::State::Unavailable(pb::Unavailable {
-                    reason: pb::unavailable::Reason::from(*reason).into(),
-                    message: message.clone(),
-                })
-            }
-        };
         pb::RosterUpdate {
-            pool: Some((&update.pool).into()),
-            version: update.version,
-            state: Some(state),
-            continued: false,
             fingerprint: self.fingerprint.clone(),
+            ..rollcall_api::edge::roster_update(&self.update, self.policy_json.clone())
         }
     }
 }

@@ -15,7 +15,7 @@ fn exception_limit(len: u32) -> usize {
     (len as usize / 16).max(256)
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum SlotStates {
     /// Slots below `len` hold `common` unless listed in `except`; slots past it hold 0.
     Mostly {
@@ -44,6 +44,9 @@ impl SlotStates {
     pub fn from_codes(mut codes: Vec<u8>) -> Self {
         while codes.last() == Some(&0) {
             codes.pop();
+        }
+        if codes.is_empty() {
+            return Self::default();
         }
         let mut frequency = [0usize; 256];
         for c in &codes {

@@ -106,15 +106,11 @@ impl PoolTally {
     /// Record `health` as `id`'s complete report (it replaces the previous one) and count it.
     /// Returns whether anything the status is computed from changed.
     pub fn record(&mut self, id: StreamId, health: &PoolHealth) -> bool {
-        let mut codes = Vec::new();
+        let mut states = SlotStates::default();
         let mut ejected = FastMap::default();
         for e in &health.endpoints {
             let slot = self.slot_for(e.addr);
-            let index = slot as usize;
-            if codes.len() <= index {
-                codes.resize(index + 1, 0);
-            }
-            codes[index] = code(e.state);
+            states.set(slot, code(e.state));
             if e.state == EndpointState::Ejected {
                 ejected.insert(slot, Ejecting::of(e));
             } else if !ejected.is_empty() {
@@ -126,7 +122,7 @@ impl PoolTally {
             roster_version: health.roster_version,
             refused: health.refused.clone(),
             panic: health.panic,
-            states: SlotStates::from_codes(codes),
+            states: states.compacted(),
             ejected,
             counted: true,
         };

@@ -217,9 +217,10 @@ async fn run(
     let idle_rss = rss_mib(pid);
 
     let exe = std::env::current_exe()?;
-    let sim_url = match tls {
-        true => controller.url().replacen("http://", "https://", 1),
-        false => controller.url(),
+    let sim_url = if tls {
+        controller.url().replacen("http://", "https://", 1)
+    } else {
+        controller.url()
     };
     let mut sim = Command::new(exe)
         .args(["sim", "--controller", &sim_url])
