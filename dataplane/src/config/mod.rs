@@ -88,10 +88,15 @@ impl SidecarConfig {
 
     /// Parse and validate text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let config: Self = serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut config: Self = serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.into(),
             message: e.to_string(),
         })?;
+        // The running config is kept: without this, each pool's list keeps the spare capacity
+        // its growth left, up to as much again as the endpoints themselves.
+        for pool in &mut config.pools {
+            pool.endpoints.shrink_to_fit();
+        }
         let problems = config.problems();
         if problems.is_empty() {
             Ok(config)

@@ -1,5 +1,6 @@
 //! Picks up a changed config file without a restart. The file is re-read every `interval` and at
-//! once on SIGHUP; a file whose bytes did not change is not re-parsed. Polling rather than inotify
+//! once on SIGHUP; a file whose bytes did not change (same SHA-256, so a large roster file is
+//! not kept twice in memory) is not re-parsed. Polling rather than inotify
 //! because Kubernetes updates a mounted ConfigMap by swapping a symlink, which file-event watchers
 //! miss unless they watch the right directory, while a read every second is cheap and always
 //! right. A refused file is logged with its reason and counted; the last good config keeps serving.
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ring::digest::{Digest, SHA256, digest};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -32,7 +34,8 @@ pub fn spawn(
                 None
             }
         };
-        let mut last_bytes = Some(loaded);
+        let mut last_digest: Option<Digest> = Some(digest(&SHA256, &loaded));
+        drop(loaded);
         loop {
             let forced = tokio::select! {
                 _ = tokio::time::sleep(interval) => false,
@@ -41,18 +44,19 @@ pub fn spawn(
             let bytes = match std::fs::read(&path) {
                 Ok(b) => b,
                 Err(error) => {
-                    if forced || last_bytes.is_some() {
+                    if forced || last_digest.is_some() {
                         tracing::warn!(path = %path.display(), %error, "config file unreadable; keeping the last good config");
                         metrics.config_reloads.with_label_values(&["error"]).inc();
                     }
-                    last_bytes = None;
+                    last_digest = None;
                     continue;
                 }
             };
-            if !forced && last_bytes.as_deref() == Some(bytes.as_slice()) {
+            let seen = digest(&SHA256, &bytes);
+            if !forced && last_digest.as_ref().map(Digest::as_ref) == Some(seen.as_ref()) {
                 continue;
             }
-            last_bytes = Some(bytes.clone());
+            last_digest = Some(seen);
             let text = String::from_utf8_lossy(&bytes);
             match SidecarConfig::parse(&text, &path.display().to_string()) {
                 Ok(config) => {

@@ -318,8 +318,9 @@ impl Core {
 
     fn build(&self, now: Instant) -> Routing {
         let routes = self.health.routes(now);
-        let mut candidates = Vec::new();
-        let mut normal = HashMap::new();
+        // Sized once: the selector keeps this vector, spare capacity and all.
+        let mut candidates = Vec::with_capacity(routes.endpoints.len());
+        let mut normal = HashMap::with_capacity(routes.endpoints.len());
         let mut probation = Vec::new();
         let mut fallback = Vec::new();
         for route in &routes.endpoints {

@@ -12,8 +12,8 @@
 //! This module sits below both `pool` and `proxy` and knows neither.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -94,8 +94,10 @@ pub struct Upstream {
     idle: IdleKey,
     h2: ConnectionSet,
     draining: AtomicBool,
-    /// Cancelling ends every connection task of this endpoint.
-    close_all: CancellationToken,
+    /// Cancelling ends every connection task of this endpoint. Made when the first connection
+    /// (or a close) needs it: most endpoints of a wide pool never get a connection from this
+    /// sidecar, and a token is a 112-byte allocation each.
+    close_all: OnceLock<CancellationToken>,
     open: Arc<AtomicUsize>,
 }
 
@@ -141,7 +143,7 @@ impl Upstream {
             idle: idle.key(),
             h2: ConnectionSet::default(),
             draining: AtomicBool::new(false),
-            close_all: CancellationToken::new(),
+            close_all: OnceLock::new(),
             open: Arc::new(AtomicUsize::new(0)),
         }
     }
@@ -158,14 +160,21 @@ impl Upstream {
     /// Whether the sidecar closed this endpoint's connections itself (drain deadline, shutdown):
     /// a request that failed then failed because of us, not the endpoint.
     pub fn closed_locally(&self) -> bool {
-        self.close_all.is_cancelled()
+        self.close_all
+            .get()
+            .is_some_and(CancellationToken::is_cancelled)
+    }
+
+    /// The token every connection task of this endpoint obeys.
+    fn close_token(&self) -> &CancellationToken {
+        self.close_all.get_or_init(CancellationToken::new)
     }
 
     /// A connection: a live pooled one if there is one with room, else a new one. Opening one
     /// is boxed: it is rare next to reuse, and its handshake state (over 1 KB for HTTP/2) would
     /// otherwise be part of every request's future, which is moved and copied whole.
     pub async fn acquire(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
-        if self.close_all.is_cancelled() {
+        if self.closed_locally() {
             return Err(ConnectError::Closed { addr: self.addr });
         }
         if self.http2.load(Ordering::Acquire) {
@@ -240,12 +249,12 @@ impl Upstream {
         &self,
         connect_timeout: Duration,
     ) -> Result<(http1::SendRequest<ProxyBody>, CancellationToken), ConnectError> {
-        if self.close_all.is_cancelled() {
+        if self.closed_locally() {
             return Err(ConnectError::Closed { addr: self.addr });
         }
         let (tx, conn) = self.http1_handshake(connect_timeout).await?;
         self.drive(conn.with_upgrades());
-        Ok((tx, self.close_all.clone()))
+        Ok((tx, self.close_token().clone()))
     }
 
     async fn connect(&self, timeout: Duration) -> Result<TokioIo<TcpStream>, ConnectError> {
@@ -267,7 +276,7 @@ impl Upstream {
 
     /// Run a connection's I/O until it ends or the endpoint closes, counted as open meanwhile.
     fn drive<F: Future + Send + 'static>(&self, conn: F) {
-        let close_all = self.close_all.clone();
+        let close_all = self.close_token().clone();
         let open = OpenGuard::new(self.open.clone());
         tokio::spawn(async move {
             let _open = open;
@@ -325,13 +334,15 @@ impl Upstream {
     /// Close every connection, busy or not (drain deadline, shutdown).
     pub fn close(&self) {
         self.drain();
-        self.close_all.cancel();
+        self.close_token().cancel();
     }
 }
 
 impl Drop for Upstream {
     fn drop(&mut self) {
-        self.close_all.cancel();
+        if let Some(close_all) = self.close_all.get() {
+            close_all.cancel();
+        }
     }
 }
 

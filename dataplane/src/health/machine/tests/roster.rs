@@ -264,3 +264,35 @@ fn an_ejection_during_slow_start_ends_the_ramp() {
         "a fresh ramp after the next probation"
     );
 }
+
+#[test]
+fn a_large_arrival_keeps_every_endpoint_state_and_the_address_order() {
+    // Enough arrivals at once to repack the map (`compact_after_arrivals`), around an
+    // endpoint that is ejected and one that is draining.
+    let mut fx = Fx::healthy(settings(), 4);
+    fx.eject(1);
+    fx.pool.remove(addr(2), fx.now);
+    let wide = |port: u16| SocketAddr::from(([10, 0, 1, (port % 200) as u8], 9000 + port));
+    let mut roster: Vec<(SocketAddr, bool)> = (0..300).map(|i| (wide(299 - i), false)).collect();
+    roster.extend([(addr(1), false), (addr(3), false), (addr(4), true)]);
+    let events = fx.pool.apply_roster(&roster, fx.now);
+    assert_eq!(
+        events,
+        vec![moved(
+            4,
+            State::Healthy,
+            State::Draining,
+            Reason::Terminating
+        )]
+    );
+    assert_eq!(fx.state(1), State::Ejected);
+    assert_eq!(fx.state(2), State::Draining);
+    assert_eq!(fx.state(3), State::Healthy);
+    assert_eq!(fx.state(4), State::Draining);
+    assert_eq!(fx.pool.state(wide(17)), Some(State::Unknown));
+    let listed: Vec<SocketAddr> = fx.pool.reports(fx.now).iter().map(|r| r.address).collect();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(listed.len(), 304);
+    assert_eq!(listed, sorted, "reports stay in address order");
+}
