@@ -320,7 +320,7 @@ impl Core {
         let routes = self.health.routes(now);
         // Sized once: the selector keeps this vector, spare capacity and all.
         let mut candidates = Vec::with_capacity(routes.endpoints.len());
-        let mut normal = HashMap::with_capacity(routes.endpoints.len());
+        let mut normal = Vec::with_capacity(routes.endpoints.len());
         let mut probation = Vec::new();
         let mut fallback = Vec::new();
         for route in &routes.endpoints {
@@ -334,12 +334,14 @@ impl Core {
                         load: Arc::clone(&endpoint.load),
                         weight_factor: route.weight_factor,
                     });
-                    normal.insert(route.addr, Arc::clone(endpoint));
+                    normal.push(Arc::clone(endpoint));
                 }
                 RouteClass::Probation => probation.push(Arc::clone(endpoint)),
                 RouteClass::TerminatingFallback => fallback.push(Arc::clone(endpoint)),
             }
         }
+        // The health machine lists routes in address order already; the lookup relies on it.
+        normal.sort_unstable_by_key(|e: &Arc<Endpoint>| e.addr);
         let ramping = candidates.iter().any(|c| c.weight_factor < 1.0);
         let lb = &self.settings.policy.load_balancer;
         let (selector, spill) = match self.local_candidates(&candidates) {
