@@ -228,3 +228,36 @@ async fn a_new_endpoint_in_a_freed_slot_is_judged_by_its_own_connections_age() {
     assert_eq!(newer.stats().open_connections, 2);
     assert_eq!(to_newer.idle.len(), 2);
 }
+
+#[tokio::test]
+async fn closing_reaches_connections_made_before_it_and_refuses_new_ones() {
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    // Closed before it ever had a connection (its token not made yet): refused, and said to
+    // be our doing, not the endpoint's.
+    let never_used = Upstream::new(backend.addr(), false);
+    assert!(!never_used.closed_locally());
+    never_used.close();
+    assert!(never_used.closed_locally());
+    assert!(matches!(
+        never_used.acquire(Duration::from_secs(1)).await,
+        Err(ConnectError::Closed { .. })
+    ));
+
+    // Closed with a connection open: the connection ends, whatever the order of events.
+    let upstream = Upstream::new(backend.addr(), false);
+    let release = one_request(&upstream).await;
+    upstream.release(release);
+    assert_eq!(upstream.open_connections(), 1);
+    upstream.close();
+    tokio::time::timeout(PATIENCE, async {
+        while upstream.open_connections() > 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the connection task never ended");
+    assert!(matches!(
+        upstream.acquire(Duration::from_secs(1)).await,
+        Err(ConnectError::Closed { .. })
+    ));
+}
