@@ -32,14 +32,18 @@ pub fn base_yaml(pools: usize) -> String {
     out
 }
 
-/// One EndpointSlice as JSON.
+/// One EndpointSlice as JSON, with the fields Kubernetes' EndpointSlice controller fills in
+/// (node names, Pod references with their uid, the Service's labels, its owner reference, the
+/// trigger-time annotation), so the controller caches what it would in a cluster.
 pub fn slice_json(p: usize, s: usize, ready_first: bool) -> serde_json::Value {
     let endpoints: Vec<serde_json::Value> = (0..PER_SLICE)
         .map(|i| {
             serde_json::json!({
                 "addresses": [format!("10.{}.{}.{}", p % 256, s % 256, i + 1)],
                 "conditions": {"ready": i != 0 || ready_first, "serving": true, "terminating": false},
-                "targetRef": {"kind": "Pod", "name": format!("pod-{p}-{s}-{i}"), "namespace": NAMESPACE},
+                "nodeName": format!("node-{}", (s * PER_SLICE + i) % 50),
+                "targetRef": {"kind": "Pod", "name": format!("pod-{p}-{s}-{i}"), "namespace": NAMESPACE,
+                              "uid": format!("00000000-0000-4000-8000-{:06}{:06}", p * 1000 + s, i)},
                 "zone": format!("zone-{}", i % 3),
             })
         })
@@ -47,7 +51,13 @@ pub fn slice_json(p: usize, s: usize, ready_first: bool) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": slice_name(p, s), "namespace": NAMESPACE,
-                     "labels": {"kubernetes.io/service-name": format!("svc-{p}")}},
+                     "labels": {"kubernetes.io/service-name": format!("svc-{p}"),
+                                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+                                "app.kubernetes.io/name": format!("svc-{p}")},
+                     "annotations": {"endpoints.kubernetes.io/last-change-trigger-time": "2026-12-03T07:00:00Z"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": format!("svc-{p}"),
+                                          "uid": format!("00000000-0000-4000-8000-{p:012}"),
+                                          "controller": true, "blockOwnerDeletion": true}]},
         "addressType": "IPv4",
         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
         "endpoints": endpoints,
