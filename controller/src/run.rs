@@ -98,7 +98,7 @@ pub async fn run(
             Api::<EndpointSlice>::all(client.clone()),
             watcher::Config::default().labels(SERVICE_NAME_LABEL),
         )
-        .modify(|s| s.managed_fields_mut().clear())
+        .modify(crate::roster::slim::slim)
         .inspect(move |event| {
             if let Ok(event) = event {
                 indexer.lock().apply(event);
