@@ -48,32 +48,28 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest piece of a request body tonic is handed at once.
 const BODY_PIECE: usize = 1024;
 
-/// `body` with every DATA frame split into pieces of at most `BODY_PIECE` bytes (zero-copy).
-/// tonic copies what it is handed into a per-stream buffer that stays at its high-water mark
-/// for the life of the stream; a sidecar's report stream carries bursts of messages in frames
-/// of up to 16 KiB, so whole frames grew that buffer to 16 KiB per sidecar. In pieces, it
-/// holds one message and one piece at most.
+/// `body` with every DATA frame split into pieces of at most `BODY_PIECE` bytes (zero-copy;
+/// empty DATA frames, which carry nothing, are dropped). tonic copies what it is handed into a
+/// per-stream buffer that stays at its high-water mark for the life of the stream; a sidecar's
+/// report stream carries bursts of messages in frames of up to 16 KiB, so whole frames grew
+/// that buffer to 16 KiB per sidecar. In pieces, it holds one message and one piece at most.
 fn in_small_pieces<B>(body: B) -> UnsyncBoxBody<Bytes, B::Error>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Send,
 {
     let pieces = BodyStream::new(body).flat_map(|frame| {
-        let frames: Vec<Result<Frame<Bytes>, B::Error>> = match frame {
-            Ok(frame) => match frame.into_data() {
-                Ok(mut data) => {
-                    let mut pieces = Vec::with_capacity(data.len().div_ceil(BODY_PIECE));
-                    while data.len() > BODY_PIECE {
-                        pieces.push(Ok(Frame::data(data.split_to(BODY_PIECE))));
-                    }
-                    pieces.push(Ok(Frame::data(data)));
-                    pieces
-                }
-                Err(other) => vec![Ok(other)],
-            },
-            Err(error) => vec![Err(error)],
+        // A DATA frame's bytes to cut up, or the frame (trailers) or error to pass on as is.
+        let (mut data, other) = match frame.map(Frame::into_data) {
+            Ok(Ok(data)) => (data, None),
+            Ok(Err(frame)) => (Bytes::new(), Some(Ok(frame))),
+            Err(error) => (Bytes::new(), Some(Err(error))),
         };
-        futures_util::stream::iter(frames)
+        let cut = std::iter::from_fn(move || {
+            let n = data.len().min(BODY_PIECE);
+            (n > 0).then(|| Ok(Frame::data(data.split_to(n))))
+        });
+        futures_util::stream::iter(cut.chain(other))
     });
     UnsyncBoxBody::new(StreamBody::new(pieces))
 }
@@ -207,7 +203,7 @@ mod tests {
             }
         }
         assert_eq!(received, data);
-        assert_eq!(sizes, [1024, 1024, 1024, 1024, 404, 0, 500]);
+        assert_eq!(sizes, [1024, 1024, 1024, 1024, 404, 500]);
         assert_eq!(got_trailers, Some(trailers));
     }
 }
