@@ -249,13 +249,8 @@ async fn closing_reaches_connections_made_before_it_and_refuses_new_ones() {
     upstream.release(release);
     assert_eq!(upstream.open_connections(), 1);
     upstream.close();
-    tokio::time::timeout(PATIENCE, async {
-        while upstream.open_connections() > 0 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the connection task never ended");
+    wait(&backend, |s| s.open_connections == 0).await;
+    assert_eq!(upstream.open_connections(), 0);
     assert!(matches!(
         upstream.acquire(Duration::from_secs(1)).await,
         Err(ConnectError::Closed { .. })
