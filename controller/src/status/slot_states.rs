@@ -2,9 +2,9 @@
 //! usually is: a sidecar mostly sees every endpoint in the same state (healthy), so its report
 //! is kept as "slots below `len` are `common`" plus the few exceptions, not one byte per slot.
 //! A report whose exceptions grow past a sixteenth of its slots (a map entry costs about as
-//! much as sixteen bytes of a dense array; at least 256) turns into the dense array; a complete report is
-//! stored anew in whichever form is smaller. Code 0 means "not reported"; so does every slot at
-//! or past the end.
+//! much as sixteen bytes of a dense array; at least 256) turns into the dense array; a complete
+//! report is stored anew in whichever form is smaller. Code 0 means "not reported"; so does
+//! every slot at or past the end.
 
 use crate::FastMap;
 

@@ -1,9 +1,9 @@
 //! Picks up a changed config file without a restart. The file is re-read every `interval` and at
 //! once on SIGHUP; a file whose bytes did not change (same SHA-256, so a large roster file is
-//! not kept twice in memory) is not re-parsed. Polling rather than inotify
-//! because Kubernetes updates a mounted ConfigMap by swapping a symlink, which file-event watchers
-//! miss unless they watch the right directory, while a read every second is cheap and always
-//! right. A refused file is logged with its reason and counted; the last good config keeps serving.
+//! not kept twice in memory) is not re-parsed. Polling rather than inotify because Kubernetes
+//! updates a mounted ConfigMap by swapping a symlink, which file-event watchers miss unless
+//! they watch the right directory, while a read every second is cheap and always right. A
+//! refused file is logged with its reason and counted; the last good config keeps serving.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -25,10 +25,10 @@ use tokio::process::Command;
 use crate::measure::{cpu_seconds, percentile, rss_mib, settle};
 
 /// The simulated sidecars share one process where real ones each have their own heap. Under
-/// glibc's allocator, a thousand of them assembling snapshots at once contended for its arenas:
-/// connecting took about 20 s and a restart's resync 4-9 s, most of it the simulation's own
-/// allocations, not the controller's. mimalloc's thread-local heaps take that artefact out
-/// (7 s and 2.3 s). The controller, whose cost is measured, keeps the system allocator.
+/// glibc's allocator, a thousand of them assembling snapshots at once after a controller
+/// restart contended for its arenas: resync took 3.8-9.4 s, most of it the simulation's own
+/// allocations, not the controller's. With mimalloc's thread-local heaps it takes 2.2-2.9 s.
+/// The controller, whose cost is measured, keeps the system allocator.
 #[global_allocator]
 static SIMULATION_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
