@@ -83,6 +83,92 @@ async fn reports_are_recorded_per_sidecar_until_the_stream_ends() {
     assert_eq!(store.with_pool(&pool("web"), fresh(), |t| t.reporting()), 0);
 }
 
+/// hyper drops a stream's handler when the stream is reset or its connection dies; the
+/// stream must leave the store all the same, or a dead sidecar's reports would be counted until
+/// the freshness limit and held for the life of the controller.
+#[tokio::test]
+async fn a_report_stream_whose_connection_dies_leaves_the_store() {
+    for changes in [false, true] {
+        let srv = start(Limits::default()).await;
+        srv.state.hub.publish(&pool("web"), roster(1), 100).unwrap();
+        let store = srv.state.reports.clone();
+        let (via, cut) = relay(srv.addr).await;
+        let mut c = client(via).await;
+        let (tx, rx) = tokio::sync::mpsc::channel::<pb::HealthReport>(4);
+        let reports = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let call = tokio::spawn(async move {
+            if changes {
+                let mut feedback = c.report_changes(reports).await?.into_inner();
+                while feedback.message().await?.is_some() {}
+            } else {
+                c.report(reports).await?;
+            }
+            Ok::<_, tonic::Status>(())
+        });
+        tx.send((&health(EndpointState::Ejected)).into())
+            .await
+            .unwrap();
+        let fresh = || Instant::now() - Duration::from_secs(60);
+        wait_until("the report is in", || {
+            store.reporters(&pool("web"), fresh()) == [sidecar()]
+        })
+        .await;
+
+        // The stream is still open on the sidecar's side (`tx` lives): only the cut ends it.
+        cut.abort();
+        wait_until("the stream leaves the store", || {
+            store.reporters(&pool("web"), fresh()).is_empty()
+                && store.with_pool(&pool("web"), fresh(), |t| t.reporting()) == 0
+        })
+        .await;
+        assert!(call.await.unwrap().is_err(), "changes={changes}");
+        drop(tx);
+    }
+}
+
+/// A sidecar that resets its `ReportChanges` stream while still sending (RST_STREAM, speaking
+/// HTTP/2 directly: tonic's client cannot reset a stream it is sending on). hyper drops the
+/// stream's response at once, with the ingest inside it; the stream leaves the store even so.
+#[tokio::test]
+async fn a_report_stream_reset_by_the_sidecar_leaves_the_store() {
+    use prost::Message;
+
+    let srv = start(Limits::default()).await;
+    srv.state.hub.publish(&pool("web"), roster(1), 100).unwrap();
+    let store = srv.state.reports.clone();
+    let io = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let (h2, connection) = h2::client::handshake(io).await.unwrap();
+    tokio::spawn(connection);
+    let mut h2 = h2.ready().await.unwrap();
+    let request = http::Request::post(format!(
+        "http://{}/rollcall.v1.Roster/ReportChanges",
+        srv.addr
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .unwrap();
+    let (response, mut send) = h2.send_request(request, false).unwrap();
+    let message = pb::HealthReport::from(&health(EndpointState::Ejected)).encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    framed.extend_from_slice(&message);
+    send.send_data(framed.into(), false).unwrap();
+    assert_eq!(response.await.unwrap().status(), http::StatusCode::OK);
+    let fresh = || Instant::now() - Duration::from_secs(60);
+    wait_until("the report is in", || {
+        store.reporters(&pool("web"), fresh()) == [sidecar()]
+    })
+    .await;
+
+    send.send_reset(h2::Reason::CANCEL);
+    wait_until("the stream leaves the store", || {
+        store.reporters(&pool("web"), fresh()).is_empty()
+            && store.with_pool(&pool("web"), fresh(), |t| t.reporting()) == 0
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn reports_are_attributed_to_the_identity_in_call_metadata() {
     let srv = start(Limits::default()).await;

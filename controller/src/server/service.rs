@@ -299,21 +299,25 @@ impl encoded::roster_server::Roster for RosterService {
         let (tx, rx) = mpsc::channel(FEEDBACK_QUEUE);
         let service = self.clone();
         let inbound = req.into_inner();
-        tokio::spawn(
-            async move {
-                let last = match service.ingest(caller, inbound, Some(&tx)).await {
-                    Ok(summary) => Ok(pb::ReportFeedback {
-                        resend: Vec::new(),
-                        summary: Some(summary),
-                    }),
-                    Err(status) => Err(status),
-                };
-                // The sidecar may be gone already; nothing is owed to it then.
-                let _ = tx.send(last).await;
-            }
-            .in_current_span(),
-        );
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        let ingest = async move {
+            let last = match service.ingest(caller, inbound, Some(&tx)).await {
+                Ok(summary) => Ok(pb::ReportFeedback {
+                    resend: Vec::new(),
+                    summary: Some(summary),
+                }),
+                Err(status) => Err(status),
+            };
+            // The sidecar may be gone already; nothing is owed to it then.
+            let _ = tx.send(last).await;
+        }
+        .in_current_span();
+        // The feedback stream drives the ingest itself, in the HTTP/2 stream's task: a task
+        // per stream of its own was 2.3 KiB per sidecar under a fleet. It ends once the ingest
+        // has ended (dropping `tx`) and its last message is out; if the stream is reset or
+        // its connection dies first, hyper drops it with the ingest (`OpenReport` cleans up).
+        let ingest = stream::once(ingest).filter_map(|()| std::future::ready(None));
+        let feedback = stream::select(ReceiverStream::new(rx), ingest);
+        Ok(Response::new(Box::pin(feedback)))
     }
 }
 
@@ -340,14 +344,20 @@ impl RosterService {
     ) -> Result<pb::ReportSummary, Status> {
         let authenticated = caller.verified.is_some();
         let store = &self.state.reports;
-        let id = store.open(caller.attribute(None), Instant::now());
+        let pod = caller.pod(None);
+        let mut open = OpenReport {
+            store: store.clone(),
+            sessions: self.state.sessions.clone(),
+            id: store.open(caller.attribute(None), Instant::now()),
+            session: pod.clone().map(|p| self.state.sessions.begin_report(p)),
+            pod,
+        };
+        let id = open.id;
         let mut named = caller.claimed.is_some() || authenticated;
-        let mut pod = caller.pod(None);
-        let mut session = pod.clone().map(|p| self.state.sessions.begin_report(p));
         let mut summary = pb::ReportSummary::default();
         let result = loop {
             let newer = async {
-                match &mut session {
+                match &mut open.session {
                     Some(s) => s.superseded().await,
                     None => std::future::pending().await,
                 }
@@ -371,11 +381,11 @@ impl RosterService {
             };
             if !named && let Some(sidecar) = report.sidecar.clone() {
                 tracing::Span::current().record("sidecar", tracing::field::display(&sidecar));
-                if pod.is_none()
+                if open.pod.is_none()
                     && let Some(p) = caller.pod(Some(&sidecar))
                 {
-                    session = Some(self.state.sessions.begin_report(p.clone()));
-                    pod = Some(p);
+                    open.session = Some(self.state.sessions.begin_report(p.clone()));
+                    open.pod = Some(p);
                 }
                 store.identify(id, caller.attribute(Some(sidecar)));
                 named = true;
@@ -389,7 +399,8 @@ impl RosterService {
             for mut pool in report.pools {
                 // An authenticated pod reports only on pools its current Watch names.
                 let watched = !authenticated
-                    || pod
+                    || open
+                        .pod
                         .as_ref()
                         .is_some_and(|p| self.state.sessions.watches(p, &pool.pool));
                 // Reports are kept only for pools served with a roster, and only about its
@@ -423,10 +434,7 @@ impl RosterService {
                 }
             }
         };
-        store.close(id);
-        if let (Some(pod), Some(session)) = (&pod, &session) {
-            self.state.sessions.end_report(pod, session.id);
-        }
+        drop(open);
         match result {
             Ok(()) => Ok(summary),
             Err(status) => {
@@ -443,6 +451,26 @@ impl RosterService {
             .reports
             .with_label_values(&[result])
             .inc();
+    }
+}
+
+/// A report stream's place in the store and its pod's report session, given up however the
+/// stream ends: at its end, on an error, or dropped mid-way (hyper drops a stream's future when
+/// the stream is reset or its connection dies), so a gone sidecar is never counted on.
+struct OpenReport {
+    store: Arc<ReportStore>,
+    sessions: Arc<Sessions>,
+    id: StreamId,
+    pod: Option<PodKey>,
+    session: Option<super::sessions::Session>,
+}
+
+impl Drop for OpenReport {
+    fn drop(&mut self) {
+        self.store.close(self.id);
+        if let (Some(pod), Some(session)) = (&self.pod, &self.session) {
+            self.sessions.end_report(pod, session.id);
+        }
     }
 }
 

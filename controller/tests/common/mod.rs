@@ -47,6 +47,26 @@ pub async fn start(limits: Limits) -> Server {
     }
 }
 
+/// A TCP relay to `to`: clients connect to the returned address instead. Aborting the returned
+/// task cuts every connection it carries at once, as a killed pod or a severed network would.
+pub async fn relay(to: SocketAddr) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        // Owned here, so aborting this task drops (aborts) every connection's copy.
+        let mut connections = tokio::task::JoinSet::new();
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await else {
+                continue;
+            };
+            connections.spawn(async move {
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            });
+        }
+    });
+    (addr, task)
+}
+
 pub async fn channel(addr: SocketAddr) -> Channel {
     Channel::from_shared(format!("http://{addr}"))
         .unwrap()
