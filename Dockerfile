@@ -24,18 +24,21 @@ RUN cargo chef prepare --recipe-path recipe.json
 FROM chef AS builder
 COPY --from=planner /src/recipe.json recipe.json
 RUN cargo chef cook --release --locked --recipe-path recipe.json \
-    -p rollcall-controller -p rollcall-injector -p rollcall-cli
+    -p rollcall-injector -p rollcall-cli
+# The controller's own profile (Cargo.toml: fat LTO, built for size): its code is a fifth of its
+# resident memory under a fleet.
+RUN cargo chef cook --profile controller --locked --recipe-path recipe.json -p rollcall-controller
 # The sidecar runs next to every pod: its own profile (Cargo.toml: one codegen unit, fat LTO)
 # buys about 10% fewer instructions per request and a smaller resident image.
 RUN cargo chef cook --profile sidecar --locked --recipe-path recipe.json -p rollcall-dataplane
 COPY . .
-RUN cargo build --release --locked \
-    -p rollcall-controller -p rollcall-injector -p rollcall-cli \
-    --bin rollcall-controller --bin rollcall-injector --bin kubectl-rollcall
+RUN cargo build --release --locked -p rollcall-injector -p rollcall-cli \
+    --bin rollcall-injector --bin kubectl-rollcall
+RUN cargo build --profile controller --locked -p rollcall-controller --bin rollcall-controller
 RUN cargo build --profile sidecar --locked -p rollcall-dataplane --bin rollcall-sidecar
 
 FROM gcr.io/distroless/cc-debian12:nonroot AS controller
-COPY --from=builder /src/target/release/rollcall-controller /usr/local/bin/rollcall-controller
+COPY --from=builder /src/target/controller/rollcall-controller /usr/local/bin/rollcall-controller
 USER 65532:65532
 EXPOSE 8300 9300
 ENTRYPOINT ["/usr/local/bin/rollcall-controller"]

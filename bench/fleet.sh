@@ -7,6 +7,7 @@
 #   SIDECARS=200 ENDPOINTS=2000 ./bench/fleet.sh
 #   AUTH=0 ./bench/fleet.sh                # sidecars without tokens (controller --insecure-no-auth)
 #   TLS=1 ./bench/fleet.sh                 # the roster port over TLS, as a cluster runs it
+#   CONTROLLER=/tmp/old-controller ./bench/fleet.sh   # another controller build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIDECARS=${SIDECARS:-1000}
@@ -14,9 +15,14 @@ ENDPOINTS=${ENDPOINTS:-10000}
 CHANGES=${CHANGES:-5}
 target=${CARGO_TARGET_DIR:-target}
 if [ -z "${SKIP_BUILD:-}" ]; then
-  cargo build --release -p rollcall-controller -p rollcall-devcluster -p rollcall-testkit \
-    --bin rollcall-controller --bin rollcall-devcluster --bin rollcall-fleet
+  # The controller as the image ships it (Cargo.toml's `controller` profile), the simulation
+  # and the API server with --release.
+  cargo build --profile controller -p rollcall-controller --bin rollcall-controller
+  cargo build --release -p rollcall-devcluster -p rollcall-testkit \
+    --bin rollcall-devcluster --bin rollcall-fleet
 fi
+# CONTROLLER=path runs another controller build (an A/B).
+export ROLLCALL_CONTROLLER=${CONTROLLER:-$target/controller/rollcall-controller}
 # Each simulated sidecar holds a connection; so does the controller for each.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 fleet="$target/release/rollcall-fleet"

@@ -43,7 +43,7 @@ impl Controller {
         metrics: SocketAddr,
         flags: &[String],
     ) -> anyhow::Result<Self> {
-        let mut command = Command::new(binary("rollcall-controller")?);
+        let mut command = Command::new(controller_binary()?);
         command
             .arg("run")
             .args(["--grpc-listen", &grpc.to_string()])
@@ -120,5 +120,23 @@ impl Controller {
             )
         })
         .await
+    }
+}
+
+/// Which controller binary to run: `$ROLLCALL_CONTROLLER` when set (the fleet benchmark runs
+/// the controller as shipped, built with its own profile, next to a simulation built with
+/// `--release`), else the workspace binary next to this one.
+fn controller_binary() -> anyhow::Result<std::path::PathBuf> {
+    match std::env::var_os("ROLLCALL_CONTROLLER") {
+        Some(path) if !path.is_empty() => {
+            let path = std::path::PathBuf::from(path);
+            anyhow::ensure!(
+                path.is_file(),
+                "ROLLCALL_CONTROLLER={} is not a file",
+                path.display()
+            );
+            Ok(path)
+        }
+        _ => binary("rollcall-controller"),
     }
 }
