@@ -1,5 +1,6 @@
-//! What one endpoint change costs the controller before any sidecar hears of it: computing a
-//! pool's roster from its EndpointSlices (`roster::compute`) and publishing the new version to
+//! What one endpoint change costs the controller before any sidecar hears of it: parsing the
+//! changed EndpointSlice into the cache's form and computing the pool's roster from its cached
+//! slices (`roster::compute_cached`, as the controller does), and publishing the new version to
 //! the hub (fingerprint, delta, addresses), for one pool of `ENDPOINTS` endpoints (default
 //! 10,000) in slices of 100. Prints the median of each step over `ROUNDS` changes (default 200).
 //!
@@ -17,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rollcall_api::policy::PoolPolicy;
 use rollcall_api::roster::{PoolRef, PoolState};
 use rollcall_controller::crd::{BackendPool, BackendPoolSpec, ServiceRef};
-use rollcall_controller::roster::{RosterHub, SERVICE_NAME_LABEL, compute};
+use rollcall_controller::roster::{CachedSlice, RosterHub, SERVICE_NAME_LABEL, compute_cached};
 
 const PER_SLICE: usize = 100;
 
@@ -103,16 +104,19 @@ fn main() {
         ..Default::default()
     };
     let count = endpoints / PER_SLICE;
-    let mut slices: Vec<EndpointSlice> = (0..count).map(|i| slice(i, true)).collect();
+    let mut slices: Vec<CachedSlice> = (0..count)
+        .map(|i| CachedSlice::from(&slice(i, true)))
+        .collect();
     let hub = RosterHub::new();
     let key = PoolRef::new("shop", "web");
     let (mut computing, mut publishing) = (Vec::new(), Vec::new());
     for round in 0..=rounds {
         // Each round flips the readiness of one endpoint: a new version every time.
         let changed = round % count;
-        slices[changed] = slice(changed, round % (2 * count) >= count);
+        let object = slice(changed, round % (2 * count) >= count);
         let started = Instant::now();
-        let Ok(roster) = compute(&pool, slices.iter(), Some(&service)) else {
+        slices[changed] = CachedSlice::from(&object);
+        let Ok(roster) = compute_cached(&pool, slices.iter(), Some(&service)) else {
             eprintln!("no roster");
             std::process::exit(1);
         };

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
@@ -67,8 +66,7 @@ impl Default for Settings {
 /// Everything reconcile needs, passed in (never global), so tests build their own.
 pub struct Context {
     pub client: Client,
-    pub slices: Store<EndpointSlice>,
-    /// Each Service's slices, so a reconcile reads only its own.
+    /// The EndpointSlice cache: each Service's slices, parsed, so a reconcile reads only its own.
     pub slice_index: Arc<Mutex<SliceIndex>>,
     pub services: Store<Service>,
     pub hub: Arc<RosterHub>,
@@ -119,10 +117,9 @@ pub async fn reconcile(object: Arc<PoolObject>, ctx: Arc<Context>) -> Result<Act
         .ok_or(Error::MissingObjectKey("namespace"))?;
     let svc_name = &pool.spec.service.name;
     let service = ctx.services.get(&ObjectRef::new(svc_name).within(&ns));
-    let refs = ctx.slice_index.lock().slices_of(&ns, svc_name);
     // The cached slices are shared, not copied: a pool of 10,000 endpoints is 100 slices.
-    let slices: Vec<Arc<EndpointSlice>> = refs.iter().filter_map(|r| ctx.slices.get(r)).collect();
-    let computed = roster::compute(&pool, slices.iter().map(|s| &**s), service.as_deref());
+    let slices = ctx.slice_index.lock().slices_of(&ns, svc_name);
+    let computed = roster::compute_cached(&pool, slices.iter().map(|s| &**s), service.as_deref());
     let now_ms = u64::try_from((ctx.now)().as_millisecond()).unwrap_or_default();
     // The roster moves into the hub; only its size (or the problem) stays for the log line.
     let (state, outcome) = match computed {

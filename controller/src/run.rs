@@ -1,5 +1,6 @@
-//! Wiring: reflectors for `BackendPool`s, EndpointSlices (those labelled with their Service)
-//! and Services feed one kube-runtime `Controller` for rosters (no debounce: a slice change is
+//! Wiring: reflectors for `BackendPool`s and Services, and the slice cache
+//! (`roster::SliceIndex`) for EndpointSlices labelled with their Service, feed one kube-runtime
+//! `Controller` for rosters (no debounce: a slice change is
 //! published as soon as it is seen). Slice and Service changes map to the pools that name that
 //! Service; a deleted pool is announced to its watchers (also when its Delete event was missed
 //! during a watch outage). Statuses have their own loop (`reconcile::status::run`), fed by
@@ -67,7 +68,6 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (pool_reader, pool_writer) = reflector::store::<PoolObject>();
-    let (slice_reader, slice_writer) = reflector::store::<EndpointSlice>();
     let (svc_reader, svc_writer) = reflector::store::<Service>();
 
     let hub = state.hub.clone();
@@ -90,22 +90,21 @@ pub async fn run(
         }
     })
     .applied_objects();
+    // Slices are cached by the index alone, parsed (`roster::cached`): no reflector store of
+    // the objects.
     let slice_index = Arc::new(Mutex::new(SliceIndex::default()));
+    let slices_synced = slice_index.lock().synced();
     let indexer = slice_index.clone();
-    let slices = reflector::reflector(
-        slice_writer,
-        watcher(
-            Api::<EndpointSlice>::all(client.clone()),
-            watcher::Config::default().labels(SERVICE_NAME_LABEL),
-        )
-        .modify(crate::roster::slim::slim)
-        .inspect(move |event| {
-            if let Ok(event) = event {
-                indexer.lock().apply(event);
-            }
-        }),
+    let slices = watcher(
+        Api::<EndpointSlice>::all(client.clone()),
+        watcher::Config::default().labels(SERVICE_NAME_LABEL),
     )
     .default_backoff()
+    .inspect(move |event| {
+        if let Ok(event) = event {
+            indexer.lock().apply(event);
+        }
+    })
     .touched_objects();
     let services = reflector::reflector(
         svc_writer,
@@ -120,15 +119,12 @@ pub async fn run(
 
     let (synced_tx, synced_rx) = watch::channel(false);
     let sync = {
-        let (pools, slices, services) = (
-            pool_reader.clone(),
-            slice_reader.clone(),
-            svc_reader.clone(),
-        );
+        let (pools, services) = (pool_reader.clone(), svc_reader.clone());
+        let mut slices_synced = slices_synced;
         let hub = state.hub.clone();
         let reports = state.reports.clone();
         async move {
-            if !(ready_soon(&slices).await && ready_soon(&services).await) {
+            if slices_synced.wait_for(|s| *s).await.is_err() || !ready_soon(&services).await {
                 return;
             }
             let _ = synced_tx.send(true);
@@ -162,7 +158,6 @@ pub async fn run(
     let ctx = Arc::new(Context {
         recorder: Some(Recorder::new(client.clone(), reporter)),
         client,
-        slices: slice_reader,
         slice_index,
         services: svc_reader,
         hub: state.hub.clone(),

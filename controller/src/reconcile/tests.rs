@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use http::{Request, Response};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::client::Body;
 use kube::runtime::reflector::store::Writer;
@@ -46,7 +47,6 @@ fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>,
     let ctx = Context {
         client: Client::new(svc, "default"),
         slice_index: Arc::new(Mutex::new(index)),
-        slices: store(slices),
         services: store(services),
         hub: Arc::new(RosterHub::new()),
         reports: Arc::new(ReportStore::new()),

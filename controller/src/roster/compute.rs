@@ -1,4 +1,5 @@
-//! Roster computation, pure: `(BackendPool, EndpointSlices, Service) -> Roster | Problem`.
+//! Roster computation, pure: `(BackendPool, EndpointSlices, Service) -> Roster | Problem`, from
+//! the slices as the cache holds them (`cached`: parsed once, on arrival).
 //!
 //! - The pool's `service.port` names a *Service* port (by name or number). EndpointSlice ports
 //!   carry the Service port's name and the *target* port number, so the Service port is first
@@ -14,7 +15,7 @@
 //! - A missing Service or port is a `Problem` with a reason, for a condition; a Service without
 //!   endpoints is an empty roster (the status says `NoEndpoints`).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -22,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use rollcall_api::roster::{Endpoint, Roster, UnavailableReason};
 
+use super::cached::{CachedEndpoint, CachedSlice};
 use crate::crd::BackendPool;
 
 /// The label that ties an EndpointSlice to its Service.
@@ -35,10 +37,30 @@ pub struct Problem {
 }
 
 /// Compute the roster of `pool` from the EndpointSlices of its namespace (others are ignored)
-/// and its Service, if it exists.
+/// and its Service, if it exists. The controller computes from its cache instead
+/// (`compute_cached`); this parses the slices the same way first.
 pub fn compute<'a>(
     pool: &BackendPool,
     slices: impl IntoIterator<Item = &'a EndpointSlice>,
+    service: Option<&Service>,
+) -> Result<Roster, Problem> {
+    let namespace = pool.namespace().unwrap_or_default();
+    let ours: Vec<CachedSlice> = slices
+        .into_iter()
+        .filter(|s| {
+            s.namespace().as_deref() == Some(namespace.as_str())
+                && s.labels().get(SERVICE_NAME_LABEL) == Some(&pool.spec.service.name)
+        })
+        .map(CachedSlice::from)
+        .collect();
+    compute_cached(pool, &ours, service)
+}
+
+/// Compute the roster of `pool` from the cached slices of its Service (`SliceIndex::slices_of`:
+/// every one is of the pool's namespace and Service) and the Service, if it exists.
+pub fn compute_cached<'a>(
+    pool: &BackendPool,
+    slices: impl IntoIterator<Item = &'a CachedSlice>,
     service: Option<&Service>,
 ) -> Result<Roster, Problem> {
     let namespace = pool.namespace().unwrap_or_default();
@@ -68,38 +90,19 @@ pub fn compute<'a>(
         .and_then(|s| s.ip_families.as_ref())
         .and_then(|f| f.first())
         .map_or("IPv4", String::as_str);
-    let ours = slices.into_iter().filter(|s| {
-        s.namespace().as_deref() == Some(namespace.as_str())
-            && s.labels().get(SERVICE_NAME_LABEL) == Some(svc_name)
-            && s.address_type == family
-    });
     // Every usable address with its rank, borrowed; sorted by address, most usable copy first
     // and, among equals, the first seen (slices by name, then their order), so the same slices
     // always give the same roster. Only the kept copy's strings are cloned.
     let mut seen: Vec<Candidate<'_>> = Vec::new();
-    for slice in ours {
-        let Some(port) = slice_port(slice, &port_name) else {
+    for slice in slices.into_iter().filter(|s| &*s.address_type == family) {
+        let Some(port) = slice.port(&port_name) else {
             continue;
         };
-        for source in slice.endpoints.iter().flatten() {
-            // Addresses of one endpoint are fungible; the API says consumers may use the first.
-            let Some(ip) = source
-                .addresses
-                .first()
-                .and_then(|a| a.parse::<IpAddr>().ok())
-            else {
-                continue;
-            };
-            let cond = source.conditions.as_ref();
-            let ready = cond.and_then(|c| c.ready).unwrap_or(true);
-            let serving = cond.and_then(|c| c.serving).unwrap_or(ready);
-            let terminating = cond.and_then(|c| c.terminating).unwrap_or(false);
-            seen.push(Candidate {
-                addr: SocketAddr::new(ip, port),
-                rank: (ready, serving, !terminating),
-                source,
-            });
-        }
+        seen.extend(slice.endpoints.iter().map(|source| Candidate {
+            addr: SocketAddr::new(source.ip, port),
+            rank: (source.ready, source.serving, !source.terminating),
+            source,
+        }));
     }
     // Stable: equal copies keep the order they were seen in.
     seen.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.rank.cmp(&a.rank)));
@@ -108,16 +111,11 @@ pub fn compute<'a>(
         .iter()
         .map(|c| Endpoint {
             addr: c.addr,
-            pod: c
-                .source
-                .target_ref
-                .as_ref()
-                .filter(|r| r.kind.as_deref() == Some("Pod"))
-                .and_then(|r| r.name.clone()),
-            zone: c.source.zone.clone(),
-            ready: c.rank.0,
-            serving: c.rank.1,
-            terminating: !c.rank.2,
+            pod: c.source.pod.as_deref().map(String::from),
+            zone: c.source.zone.as_deref().map(String::from),
+            ready: c.source.ready,
+            serving: c.source.serving,
+            terminating: c.source.terminating,
             weight: 1,
         })
         .collect();
@@ -133,7 +131,7 @@ pub fn compute<'a>(
 struct Candidate<'a> {
     addr: SocketAddr,
     rank: (bool, bool, bool),
-    source: &'a k8s_openapi::api::discovery::v1::Endpoint,
+    source: &'a CachedEndpoint,
 }
 
 /// The name of the Service's TCP port the pool refers to ("" for an unnamed single port).
@@ -173,21 +171,6 @@ fn service_port_name(service: &Service, port: &IntOrString) -> Result<String, St
             found.port
         )),
     }
-}
-
-/// The slice's port number for the Service port named `name`.
-fn slice_port(slice: &EndpointSlice, name: &str) -> Option<u16> {
-    slice
-        .ports
-        .iter()
-        .flatten()
-        .find(|p| {
-            p.name.as_deref().unwrap_or_default() == name
-                && matches!(p.protocol.as_deref(), None | Some("TCP"))
-        })
-        .and_then(|p| p.port)
-        .and_then(|p| u16::try_from(p).ok())
-        .filter(|p| *p != 0)
 }
 
 #[cfg(test)]

@@ -1,16 +1,20 @@
-//! Which EndpointSlices belong to which Service, kept from the slice watch as it happens, so a
-//! reconcile reads only its own Service's slices instead of scanning every cached slice. Fed
-//! the watcher's events in order: a relist (`Init` .. `InitDone`) builds a fresh index that
-//! replaces the old one at `InitDone`, as the reflector's store does.
+//! The EndpointSlice cache: every slice labelled with its Service, in the parsed form rosters
+//! are computed from (`CachedSlice`), indexed by `(namespace, service)` as the watch delivers
+//! them, so a reconcile reads only its own Service's slices. Fed the watcher's events in order:
+//! a relist (`Init` .. `InitDone`) builds a fresh index that replaces the old one at `InitDone`,
+//! as kube's reflector store does, and the first `InitDone` marks the cache synced.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
+use tokio::sync::watch;
 
 use super::SERVICE_NAME_LABEL;
+use super::cached::CachedSlice;
 
 /// `(namespace, service)`.
 pub type ServiceKey = (String, String);
@@ -18,14 +22,15 @@ pub type ServiceKey = (String, String);
 #[derive(Debug, Default)]
 struct Index {
     by_service: HashMap<ServiceKey, HashSet<ObjectRef<EndpointSlice>>>,
-    service_of: HashMap<ObjectRef<EndpointSlice>, ServiceKey>,
+    slices: HashMap<ObjectRef<EndpointSlice>, (ServiceKey, Arc<CachedSlice>)>,
 }
 
 /// The index, and the one being rebuilt during a relist.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SliceIndex {
     live: Index,
     rebuilding: Option<Index>,
+    synced: watch::Sender<bool>,
 }
 
 fn key_of(slice: &EndpointSlice) -> Option<ServiceKey> {
@@ -46,12 +51,13 @@ impl Index {
                 .entry(key.clone())
                 .or_default()
                 .insert(reference.clone());
-            self.service_of.insert(reference, key);
+            self.slices
+                .insert(reference, (key, Arc::new(CachedSlice::from(slice))));
         }
     }
 
     fn remove(&mut self, reference: &ObjectRef<EndpointSlice>) {
-        if let Some(key) = self.service_of.remove(reference)
+        if let Some((key, _)) = self.slices.remove(reference)
             && let Some(set) = self.by_service.get_mut(&key)
         {
             set.remove(reference);
@@ -63,6 +69,16 @@ impl Index {
 }
 
 // === impl SliceIndex ===
+
+impl Default for SliceIndex {
+    fn default() -> Self {
+        Self {
+            live: Index::default(),
+            rebuilding: None,
+            synced: watch::Sender::new(false),
+        }
+    }
+}
 
 impl SliceIndex {
     /// Apply one watcher event.
@@ -79,20 +95,29 @@ impl SliceIndex {
                 if let Some(index) = self.rebuilding.take() {
                     self.live = index;
                 }
+                self.synced.send_replace(true);
             }
         }
     }
 
+    /// Turns true once a complete list has been applied (and stays true through relists).
+    pub fn synced(&self) -> watch::Receiver<bool> {
+        self.synced.subscribe()
+    }
+
     /// The slices of Service `namespace/name`, by name.
-    pub fn slices_of(&self, namespace: &str, service: &str) -> Vec<ObjectRef<EndpointSlice>> {
-        let mut refs: Vec<ObjectRef<EndpointSlice>> = self
+    pub fn slices_of(&self, namespace: &str, service: &str) -> Vec<Arc<CachedSlice>> {
+        let mut slices: Vec<Arc<CachedSlice>> = self
             .live
             .by_service
             .get(&(namespace.to_string(), service.to_string()))
-            .map(|set| set.iter().cloned().collect())
-            .unwrap_or_default();
-        refs.sort_by(|a, b| a.name.cmp(&b.name));
-        refs
+            .into_iter()
+            .flatten()
+            .filter_map(|r| self.live.slices.get(r))
+            .map(|(_, slice)| slice.clone())
+            .collect();
+        slices.sort_by(|a, b| a.name.cmp(&b.name));
+        slices
     }
 }
 
@@ -124,7 +149,7 @@ mod tests {
         index
             .slices_of(ns, svc)
             .into_iter()
-            .map(|r| r.name)
+            .map(|s| s.name.clone())
             .collect()
     }
 
@@ -155,5 +180,29 @@ mod tests {
         assert_eq!(names(&index, "shop", "web"), ["gone"]);
         index.apply(&Event::InitDone);
         assert_eq!(names(&index, "shop", "web"), ["kept"]);
+    }
+
+    #[test]
+    fn the_cache_is_synced_by_the_first_complete_list_and_holds_the_parsed_slices() {
+        let mut index = SliceIndex::default();
+        let synced = index.synced();
+        index.apply(&Event::Init);
+        index.apply(&Event::InitApply(slice("web-1", "shop", "web")));
+        assert!(!*synced.borrow(), "a list is not complete until InitDone");
+        index.apply(&Event::InitDone);
+        assert!(*synced.borrow());
+        let mut changed = slice("web-1", "shop", "web");
+        changed.address_type = "IPv6".into();
+        index.apply(&Event::Apply(changed.clone()));
+        let cached = index.slices_of("shop", "web");
+        assert_eq!(cached.len(), 1);
+        assert_eq!(
+            *cached[0],
+            CachedSlice::from(&changed),
+            "the newest version, parsed"
+        );
+        // A relist keeps it synced.
+        index.apply(&Event::Init);
+        assert!(*index.synced().borrow());
     }
 }
