@@ -1,10 +1,10 @@
 //! Wiring: reflectors for `BackendPool`s and Services, and the slice cache
 //! (`roster::SliceIndex`) for EndpointSlices labelled with their Service, feed one kube-runtime
-//! `Controller` for rosters (no debounce: a slice change is
-//! published as soon as it is seen). Slice and Service changes map to the pools that name that
-//! Service; a deleted pool is announced to its watchers (also when its Delete event was missed
-//! during a watch outage). Statuses have their own loop (`reconcile::status::run`), fed by
-//! reports and published rosters, so report churn never delays a roster.
+//! `Controller` for rosters (no debounce: a slice change is published as soon as it is seen).
+//! Slice and Service changes map to the pools that name that Service; a deleted pool is
+//! announced to its watchers (also when its Delete event was missed during a watch outage).
+//! Statuses have their own loop (`reconcile::status::run`), fed by reports and published
+//! rosters, so report churn never delays a roster.
 //! Reconciles wait for the slice and Service caches; once the pool cache has synced too, the
 //! hub may say a pool does not exist and the controller reports ready.
 
