@@ -1,6 +1,6 @@
 //! What one endpoint change costs the controller before any sidecar hears of it: parsing the
 //! changed EndpointSlice into the cache's form and computing the pool's roster from its cached
-//! slices (`roster::compute_cached`, as the controller does), and publishing the new version to
+//! slices (`roster::compute`, as the controller does), and publishing the new version to
 //! the hub (fingerprint, delta, addresses), for one pool of `ENDPOINTS` endpoints (default
 //! 10,000) in slices of 100. Prints the median of each step over `ROUNDS` changes (default 200).
 //!
@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rollcall_api::policy::PoolPolicy;
 use rollcall_api::roster::{PoolRef, PoolState};
 use rollcall_controller::crd::{BackendPool, BackendPoolSpec, ServiceRef};
-use rollcall_controller::roster::{CachedSlice, RosterHub, SERVICE_NAME_LABEL, compute_cached};
+use rollcall_controller::roster::{CachedSlice, RosterHub, SERVICE_NAME_LABEL, compute};
 
 const PER_SLICE: usize = 100;
 
@@ -116,7 +116,7 @@ fn main() {
         let object = slice(changed, round % (2 * count) >= count);
         let started = Instant::now();
         slices[changed] = CachedSlice::from(&object);
-        let Ok(roster) = compute_cached(&pool, slices.iter(), Some(&service)) else {
+        let Ok(roster) = compute(&pool, slices.iter(), Some(&service)) else {
             eprintln!("no roster");
             std::process::exit(1);
         };

@@ -119,7 +119,7 @@ pub async fn reconcile(object: Arc<PoolObject>, ctx: Arc<Context>) -> Result<Act
     let service = ctx.services.get(&ObjectRef::new(svc_name).within(&ns));
     // The cached slices are shared, not copied: a pool of 10,000 endpoints is 100 slices.
     let slices = ctx.slice_index.lock().slices_of(&ns, svc_name);
-    let computed = roster::compute_cached(&pool, slices.iter().map(|s| &**s), service.as_deref());
+    let computed = roster::compute(&pool, slices.iter().map(|s| &**s), service.as_deref());
     let now_ms = u64::try_from((ctx.now)().as_millisecond()).unwrap_or_default();
     // The roster moves into the hub; only its size (or the problem) stays for the log line.
     let (state, outcome) = match computed {

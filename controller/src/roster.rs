@@ -10,6 +10,6 @@ pub mod hub;
 pub mod index;
 
 pub use cached::CachedSlice;
-pub use compute::{Problem, SERVICE_NAME_LABEL, compute, compute_cached};
+pub use compute::{Problem, SERVICE_NAME_LABEL, compute};
 pub use hub::{Published, RosterHub};
 pub use index::SliceIndex;

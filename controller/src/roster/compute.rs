@@ -18,7 +18,6 @@
 use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use rollcall_api::roster::{Endpoint, Roster, UnavailableReason};
@@ -36,29 +35,9 @@ pub struct Problem {
     pub message: String,
 }
 
-/// Compute the roster of `pool` from the EndpointSlices of its namespace (others are ignored)
-/// and its Service, if it exists. The controller computes from its cache instead
-/// (`compute_cached`); this parses the slices the same way first.
-pub fn compute<'a>(
-    pool: &BackendPool,
-    slices: impl IntoIterator<Item = &'a EndpointSlice>,
-    service: Option<&Service>,
-) -> Result<Roster, Problem> {
-    let namespace = pool.namespace().unwrap_or_default();
-    let ours: Vec<CachedSlice> = slices
-        .into_iter()
-        .filter(|s| {
-            s.namespace().as_deref() == Some(namespace.as_str())
-                && s.labels().get(SERVICE_NAME_LABEL) == Some(&pool.spec.service.name)
-        })
-        .map(CachedSlice::from)
-        .collect();
-    compute_cached(pool, &ours, service)
-}
-
 /// Compute the roster of `pool` from the cached slices of its Service (`SliceIndex::slices_of`:
 /// every one is of the pool's namespace and Service) and the Service, if it exists.
-pub fn compute_cached<'a>(
+pub fn compute<'a>(
     pool: &BackendPool,
     slices: impl IntoIterator<Item = &'a CachedSlice>,
     service: Option<&Service>,

@@ -1,6 +1,19 @@
 use super::*;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
 use crate::fixtures::*;
+use crate::roster::SliceIndex;
 use IntOrString::{Int, String as Name};
+
+/// `slices` parsed as the slice cache holds them, passed in the order given.
+fn compute(
+    pool: &BackendPool,
+    slices: &[EndpointSlice],
+    service: Option<&Service>,
+) -> Result<Roster, Problem> {
+    let cached: Vec<CachedSlice> = slices.iter().map(CachedSlice::from).collect();
+    super::compute(pool, &cached, service)
+}
 
 fn addrs(r: &Roster) -> Vec<String> {
     r.endpoints.iter().map(|e| e.addr.to_string()).collect()
@@ -192,16 +205,19 @@ fn a_dual_stack_service_routes_on_its_primary_family_only_and_ignores_fqdn() {
 
 #[test]
 fn slices_of_other_services_are_ignored() {
+    // The reconcile computes from the slices the cache files under the pool's Service.
     let p = pool("web", "web", Name("http".into()));
     let svc = service("web", &[("http", 80)]);
-    let slices = [
+    let mut index = SliceIndex::default();
+    for s in [
         slice("a", "web", "IPv4", ("http", 8080), &[("10.0.0.1", READY)]),
         slice("b", "other", "IPv4", ("http", 8080), &[("10.0.0.9", READY)]),
-    ];
-    assert_eq!(
-        addrs(&compute(&p, &slices, Some(&svc)).unwrap()),
-        ["10.0.0.1:8080"]
-    );
+    ] {
+        index.apply(&kube::runtime::watcher::Event::Apply(s));
+    }
+    let ours = index.slices_of(NS, "web");
+    let r = super::compute(&p, ours.iter().map(|s| &**s), Some(&svc)).unwrap();
+    assert_eq!(addrs(&r), ["10.0.0.1:8080"]);
 }
 
 #[test]
