@@ -311,10 +311,10 @@ impl encoded::roster_server::Roster for RosterService {
             let _ = tx.send(last).await;
         }
         .in_current_span();
-        // The feedback stream drives the ingest itself, in the HTTP/2 stream's task: a task
-        // per stream of its own was 2.3 KiB per sidecar under a fleet. It ends once the ingest
-        // has ended (dropping `tx`) and its last message is out; if the stream is reset or
-        // its connection dies first, hyper drops it with the ingest (`OpenReport` cleans up).
+        // The feedback stream drives the ingest itself, in the HTTP/2 stream's task, so the
+        // ingest lives exactly as long as its stream. It ends once the ingest has ended
+        // (dropping `tx`) and its last message is out; if the stream is reset or its connection
+        // dies first, hyper drops it with the ingest (`OpenReport` cleans up).
         let ingest = stream::once(ingest).filter_map(|()| std::future::ready(None));
         let feedback = stream::select(ReceiverStream::new(rx), ingest);
         Ok(Response::new(Box::pin(feedback)))
