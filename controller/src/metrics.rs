@@ -35,6 +35,38 @@ pub struct Metrics {
     pub status_passes: IntCounter,
     /// Events not recorded because their pool spent its Event budget.
     pub events_dropped: IntCounter,
+    /// Roster requests by how admission ended, `result` = accepted | no_token | refused |
+    /// unavailable | throttled | too_many_connections (`server::gate`).
+    pub authentications: IntCounterVec,
+    /// TokenReviews sent, `result` = authenticated | refused | error | timeout.
+    pub token_reviews: IntCounterVec,
+    pub token_review_seconds: Histogram,
+    /// SubjectAccessReviews sent, `result` = allowed | denied | error | timeout.
+    pub access_reviews: IntCounterVec,
+    pub access_review_seconds: Histogram,
+    /// Answers served from the review caches, `cache` = token | access, `result` = hit | miss.
+    pub review_cache: IntCounterVec,
+    /// Request messages refused before they were read, `reason` = too_large.
+    pub messages_refused: IntCounterVec,
+}
+
+/// A counter family with the label names `labels`, registered with the `rollcall_controller_`
+/// prefix.
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec> {
+    IntCounterVec::new(
+        Opts::new(format!("rollcall_controller_{name}"), help),
+        labels,
+    )
+    .map_err(Error::Metrics)
+}
+
+/// A latency histogram for calls to the API server (1 ms to 10 s).
+fn api_call_seconds(name: &str, help: &str) -> Result<Histogram> {
+    Histogram::with_opts(
+        HistogramOpts::new(format!("rollcall_controller_{name}"), help)
+            .buckets(vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0]),
+    )
+    .map_err(Error::Metrics)
 }
 
 // === impl Metrics ===
@@ -110,6 +142,37 @@ impl Metrics {
             "Kubernetes Events not recorded because their pool spent its Event budget",
         )
         .map_err(Error::Metrics)?;
+        let authentications = counter_vec(
+            "authentications_total",
+            "Roster requests by how their admission ended (before any of the body is read)",
+            &["result"],
+        )?;
+        let token_reviews = counter_vec(
+            "token_reviews_total",
+            "TokenReviews sent to the API server, by result",
+            &["result"],
+        )?;
+        let token_review_seconds =
+            api_call_seconds("token_review_duration_seconds", "Time one TokenReview took")?;
+        let access_reviews = counter_vec(
+            "access_reviews_total",
+            "SubjectAccessReviews sent to the API server, by result",
+            &["result"],
+        )?;
+        let access_review_seconds = api_call_seconds(
+            "access_review_duration_seconds",
+            "Time one SubjectAccessReview took",
+        )?;
+        let review_cache = counter_vec(
+            "review_cache_total",
+            "Token and access answers looked up in the controller's caches, by result",
+            &["cache", "result"],
+        )?;
+        let messages_refused = counter_vec(
+            "messages_refused_total",
+            "Request messages refused before they were read, by reason",
+            &["reason"],
+        )?;
         let m = Self {
             registry,
             reconciles,
@@ -124,8 +187,15 @@ impl Metrics {
             status_writes_paced,
             status_passes,
             events_dropped,
+            authentications,
+            token_reviews,
+            token_review_seconds,
+            access_reviews,
+            access_review_seconds,
+            review_cache,
+            messages_refused,
         };
-        let collectors: [Box<dyn Collector>; 12] = [
+        let collectors: [Box<dyn Collector>; 19] = [
             Box::new(m.reconciles.clone()),
             Box::new(m.reconcile_seconds.clone()),
             Box::new(m.roster_versions.clone()),
@@ -138,6 +208,13 @@ impl Metrics {
             Box::new(m.status_writes_paced.clone()),
             Box::new(m.status_passes.clone()),
             Box::new(m.events_dropped.clone()),
+            Box::new(m.authentications.clone()),
+            Box::new(m.token_reviews.clone()),
+            Box::new(m.token_review_seconds.clone()),
+            Box::new(m.access_reviews.clone()),
+            Box::new(m.access_review_seconds.clone()),
+            Box::new(m.review_cache.clone()),
+            Box::new(m.messages_refused.clone()),
         ];
         for c in collectors {
             m.registry.register(c).map_err(Error::Metrics)?;

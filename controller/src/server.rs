@@ -1,8 +1,10 @@
 //! The gRPC roster server: `Watch` streams rosters from the `RosterHub` (snapshot first, then
-//! changes, latest wins), `Report` feeds sidecar health into the `ReportStore`. Every call
-//! passes the `identity` interceptor first, then has its token verified (`auth`) and its pools
-//! authorised (`authz`); one Watch and one Report per pod (`sessions`); message sizes and the
-//! number of pools per watch are bounded, so one bad client cannot exhaust the server. The port
+//! changes, latest wins), `Report` feeds sidecar health into the `ReportStore`. Every request
+//! passes the `gate` before any of its body is read (its token verified by `auth` from the
+//! headers, its source's failures and its pod's connections bounded, each message's declared
+//! size checked), then the `identity` interceptor; its pools are authorised (`authz`); one
+//! Watch and one Report per pod (`sessions`); the pools per watch are bounded, so no caller can
+//! exhaust the server. The port
 //! speaks TLS with a renewable certificate when given one (`tls`). A verified sidecar is told
 //! the zone it runs in (`zones`).
 
@@ -23,6 +25,7 @@ use crate::status::ReportStore;
 mod admit;
 pub mod auth;
 pub mod authz;
+pub mod gate;
 pub mod identity;
 mod service;
 pub mod sessions;
@@ -33,11 +36,19 @@ pub mod zones;
 pub use identity::{Caller, identify};
 pub use service::RosterService;
 
-/// Bounds on what a client may send.
+/// Bounds on what a client may send, checked on each message's length prefix before it is
+/// read (`gate`).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Largest inbound message (a `WatchRequest` or one `HealthReport`).
-    pub max_decoding_message_size: usize,
+    /// Largest `WatchRequest`: 256 pools with names of ordinary length and what the caller
+    /// holds of each fit in a tenth of it.
+    pub max_watch_request: usize,
+    /// Largest message on `ReportChanges`: one part of a report carries at most 64 endpoints
+    /// (`rollcall_api::delta::PART_ENDPOINTS`), each well under a KiB.
+    pub max_report_part: usize,
+    /// Largest message on the legacy `Report`: one pool's complete report (about 100 bytes an
+    /// endpoint: 40,000 endpoints).
+    pub max_report: usize,
     /// Largest outbound message (one pool's roster).
     pub max_encoding_message_size: usize,
     /// Pools one `Watch` may name.
@@ -47,12 +58,40 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_decoding_message_size: 4 * 1024 * 1024,
+            max_watch_request: 64 * 1024,
+            max_report_part: 256 * 1024,
+            max_report: 4 * 1024 * 1024,
             max_encoding_message_size: 64 * 1024 * 1024,
             max_pools_per_watch: 256,
         }
     }
 }
+
+impl Limits {
+    /// The largest message a request to `path` may declare (an unknown method: the smallest).
+    pub fn message_limit(&self, path: &str) -> usize {
+        let method = path
+            .strip_prefix('/')
+            .and_then(|p| p.strip_prefix(SERVICE_NAME))
+            .and_then(|p| p.strip_prefix('/'));
+        match method {
+            Some("Watch") => self.max_watch_request,
+            Some("ReportChanges") => self.max_report_part,
+            Some("Report") => self.max_report,
+            _ => self.max_watch_request.min(self.max_report_part),
+        }
+    }
+
+    /// The largest message any method accepts (tonic's own bound, behind the gate's).
+    fn largest(&self) -> usize {
+        self.max_watch_request
+            .max(self.max_report_part)
+            .max(self.max_report)
+    }
+}
+
+/// The gRPC service's full name, as request paths carry it.
+const SERVICE_NAME: &str = "rollcall.v1.Roster";
 
 /// Shared state the server reads and writes.
 #[derive(Clone, Debug)]
@@ -78,14 +117,14 @@ impl State {
         Self {
             hub: Arc::new(RosterHub::new()),
             reports: Arc::new(ReportStore::new()),
-            metrics,
+            metrics: metrics.clone(),
             closing,
-            authz: Arc::new(authz::Authorizer::new(&mode)),
+            authz: Arc::new(authz::Authorizer::with_metrics(&mode, metrics.clone())),
             zones: Arc::new(match &mode {
                 auth::Mode::TokenReview { client, .. } => zones::Zones::new(client.clone()),
                 auth::Mode::Insecure => zones::Zones::default(),
             }),
-            auth: Arc::new(auth::Authenticator::new(mode)),
+            auth: Arc::new(auth::Authenticator::with_metrics(mode, metrics.clone())),
             sessions: Arc::default(),
         }
     }
@@ -115,13 +154,17 @@ pub async fn serve(
     tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
+    let admission = gate::Gate::new(state.auth.clone(), limits, state.metrics.clone());
     let svc = RosterServer::new(RosterService::new(state, limits))
-        .max_decoding_message_size(limits.max_decoding_message_size)
+        .max_decoding_message_size(limits.largest())
         .max_encoding_message_size(limits.max_encoding_message_size);
     let routes = Routes::new(InterceptedService::new(svc, identify));
     match tls {
-        Some(config) => transport::serve(tls::incoming(listener, config), routes, shutdown).await,
-        None => transport::serve(tls::plaintext(listener), routes, shutdown).await,
+        Some(config) => {
+            let incoming = tls::incoming(listener, config);
+            transport::serve(incoming, routes, admission, shutdown).await;
+        }
+        None => transport::serve(tls::plaintext(listener), routes, admission, shutdown).await,
     }
     Ok(())
 }

@@ -173,7 +173,9 @@ async fn malformed_messages_are_refused_and_the_server_keeps_serving() {
 #[tokio::test]
 async fn oversized_messages_are_refused_and_the_server_keeps_serving() {
     let limits = Limits {
-        max_decoding_message_size: 1024,
+        max_watch_request: 1024,
+        max_report_part: 1024,
+        max_report: 1024,
         max_pools_per_watch: 4,
         ..Limits::default()
     };

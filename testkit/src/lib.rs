@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 mod backend;
 mod behavior;
 pub mod client;
+pub mod hostile;
 mod service;
 mod stats;
 pub mod system;

@@ -5,9 +5,12 @@
 //! RoleBinding in the pool's namespace, asked with a `SubjectAccessReview` — so cross-namespace
 //! access is granted the way every other Kubernetes permission is, by the pool's owners.
 //! Answers are cached (a minute when allowed, ten seconds when denied, so a new RoleBinding
-//! takes effect soon); without authentication every pool may be watched.
+//! takes effect soon; least recently used out when full); every review has a timeout, and at
+//! most `CONCURRENT_REVIEWS` are in flight over all callers. Without authentication every pool
+//! may be watched.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use k8s_openapi::api::authorization::v1::{
@@ -15,17 +18,23 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::Client;
 use kube::api::{Api, PostParams};
+use lru::LruCache;
 use parking_lot::Mutex;
 use rollcall_api::roster::PoolRef;
 use tokio::time::Instant;
 use tonic::Status;
 
 use super::auth::{Identity, Mode};
+use crate::metrics::Metrics;
 
 const ALLOWED_FOR: Duration = Duration::from_secs(60);
 const DENIED_FOR: Duration = Duration::from_secs(10);
 /// Answers kept at most.
 const CACHE_ENTRIES: usize = 50_000;
+/// SubjectAccessReviews in flight at most, over all callers.
+const CONCURRENT_REVIEWS: usize = 16;
+/// How long one review may take, waiting for a turn included.
+const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `(namespace, service account)` of the asker, and the pool.
 type Question = ((String, String), PoolRef);
@@ -33,7 +42,9 @@ type Question = ((String, String), PoolRef);
 /// Decides `may watch`, with a cache of RBAC answers.
 pub struct Authorizer {
     client: Option<Client>,
-    cache: Mutex<HashMap<Question, (bool, Instant)>>,
+    cache: Mutex<LruCache<Question, (bool, Instant)>>,
+    reviews: tokio::sync::Semaphore,
+    metrics: Option<Metrics>,
 }
 
 impl std::fmt::Debug for Authorizer {
@@ -87,8 +98,41 @@ impl Authorizer {
         };
         Self {
             client,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(LruCache::new(
+                NonZeroUsize::new(CACHE_ENTRIES).unwrap_or(NonZeroUsize::MIN),
+            )),
+            reviews: tokio::sync::Semaphore::new(CONCURRENT_REVIEWS),
+            metrics: None,
         }
+    }
+
+    /// The same, counting reviews and cache hits in `metrics`.
+    pub fn with_metrics(mode: &Mode, metrics: Metrics) -> Self {
+        Self {
+            metrics: Some(metrics),
+            ..Self::new(mode)
+        }
+    }
+
+    fn count_review(&self, result: &str) {
+        if let Some(m) = &self.metrics {
+            m.access_reviews.with_label_values(&[result]).inc();
+        }
+    }
+
+    fn count_cache(&self, result: &str) {
+        if let Some(m) = &self.metrics {
+            m.review_cache.with_label_values(&["access", result]).inc();
+        }
+    }
+
+    fn cached(&self, question: &Question, now: Instant) -> Option<bool> {
+        let found = match self.cache.lock().get(question) {
+            Some((allowed, until)) if *until > now => Some(*allowed),
+            _ => None,
+        };
+        self.count_cache(if found.is_some() { "hit" } else { "miss" });
+        found
     }
 
     /// Whether `who` (a verified identity; `None` when authentication is off) may watch
@@ -104,32 +148,53 @@ impl Authorizer {
             (who.namespace.clone(), who.service_account.clone()),
             pool.clone(),
         );
-        let now = Instant::now();
-        if let Some((allowed, until)) = self.cache.lock().get(&question)
-            && *until > now
-        {
-            return Ok(*allowed);
+        if let Some(allowed) = self.cached(&question, Instant::now()) {
+            return Ok(allowed);
         }
-        let reviews: Api<SubjectAccessReview> = Api::all(client.clone());
-        let answer = reviews
-            .create(&PostParams::default(), &review_for(who, pool))
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %e, %pool, "SubjectAccessReview failed");
-                Status::unavailable(
-                    "cannot check access to the pool right now (SubjectAccessReview failed); retry",
-                )
-            })?;
-        let allowed = answer.status.is_some_and(|s| s.allowed);
-        let mut cache = self.cache.lock();
-        if cache.len() >= CACHE_ENTRIES {
-            cache.retain(|_, (_, until)| *until > now);
-            if cache.len() >= CACHE_ENTRIES {
-                cache.clear();
+        let unavailable = || {
+            Status::unavailable(
+                "cannot check access to the pool right now (SubjectAccessReview failed); retry",
+            )
+        };
+        let review = async {
+            let _turn = self.reviews.acquire().await.map_err(|_| unavailable())?;
+            if let Some(allowed) = self.cached(&question, Instant::now()) {
+                return Ok(allowed);
             }
-        }
+            let reviews: Api<SubjectAccessReview> = Api::all(client.clone());
+            let started = Instant::now();
+            let answer = reviews
+                .create(&PostParams::default(), &review_for(who, pool))
+                .await;
+            if let Some(m) = &self.metrics {
+                m.access_review_seconds
+                    .observe(started.elapsed().as_secs_f64());
+            }
+            match answer {
+                Ok(answer) => {
+                    let allowed = answer.status.is_some_and(|s| s.allowed);
+                    self.count_review(if allowed { "allowed" } else { "denied" });
+                    Ok(allowed)
+                }
+                Err(e) => {
+                    self.count_review("error");
+                    tracing::warn!(error = %e, %pool, "SubjectAccessReview failed");
+                    Err(unavailable())
+                }
+            }
+        };
+        let allowed = match tokio::time::timeout(REVIEW_TIMEOUT, review).await {
+            Ok(answer) => answer?,
+            Err(_) => {
+                self.count_review("timeout");
+                tracing::warn!(%pool, "SubjectAccessReview timed out");
+                return Err(unavailable());
+            }
+        };
+        let now = Instant::now();
+        let mut cache = self.cache.lock();
         let lifetime = if allowed { ALLOWED_FOR } else { DENIED_FOR };
-        cache.insert(question, (allowed, now + lifetime));
+        cache.put(question, (allowed, now + lifetime));
         Ok(allowed)
     }
 }

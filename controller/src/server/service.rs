@@ -25,6 +25,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 use super::admit::admit;
+use super::gate::Admitted;
 use super::sessions::{PodKey, Sessions};
 use super::{Caller, Limits, State};
 use crate::roster::hub::Published;
@@ -97,6 +98,23 @@ pub const SHUTTING_DOWN: &str = "rollcall-controller is shutting down; reconnect
 /// What a stream ends with when the same pod opened a newer one.
 pub const REPLACED: &str = "replaced by a newer stream from the same pod";
 
+/// Who is calling: what the interceptor saw, with the identity the `gate` verified from the
+/// request's headers. A request that did not pass the gate (which every served request does)
+/// is refused rather than taken at its word.
+fn admitted_caller<T>(req: &Request<T>) -> Result<Caller, Status> {
+    let admitted = req
+        .extensions()
+        .get::<Admitted>()
+        .ok_or_else(|| Status::unauthenticated("the request was not admitted"))?;
+    let mut caller = req
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or_default();
+    caller.verified = admitted.0.clone();
+    Ok(caller)
+}
+
 // === impl RosterService ===
 
 impl RosterService {
@@ -124,12 +142,7 @@ impl encoded::roster_server::Roster for RosterService {
     ) -> Result<Response<UpdateStream>, Status> {
         self.serving()?;
         let started = Instant::now();
-        let mut caller = req
-            .extensions()
-            .get::<Caller>()
-            .cloned()
-            .unwrap_or_default();
-        caller.verified = self.state.auth.authenticate(req.metadata()).await?;
+        let caller = admitted_caller(&req)?;
         let request = WatchRequest::try_from(req.into_inner())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let sidecar = caller.attribute(Some(request.sidecar.clone()));
@@ -282,7 +295,7 @@ impl encoded::roster_server::Roster for RosterService {
         req: Request<Streaming<pb::HealthReport>>,
     ) -> Result<Response<pb::ReportSummary>, Status> {
         self.serving()?;
-        let caller = self.report_caller(&req).await?;
+        let caller = admitted_caller(&req)?;
         let summary = self.ingest(caller, req.into_inner(), None).await?;
         Ok(Response::new(summary))
     }
@@ -295,7 +308,7 @@ impl encoded::roster_server::Roster for RosterService {
         req: Request<Streaming<pb::HealthReport>>,
     ) -> Result<Response<FeedbackStream>, Status> {
         self.serving()?;
-        let caller = self.report_caller(&req).await?;
+        let caller = admitted_caller(&req)?;
         let (tx, rx) = mpsc::channel(FEEDBACK_QUEUE);
         let service = self.clone();
         let inbound = req.into_inner();
@@ -322,17 +335,6 @@ impl encoded::roster_server::Roster for RosterService {
 }
 
 impl RosterService {
-    /// Who is calling a report RPC, authenticated when authentication is on.
-    async fn report_caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
-        let mut caller = req
-            .extensions()
-            .get::<Caller>()
-            .cloned()
-            .unwrap_or_default();
-        caller.verified = self.state.auth.authenticate(req.metadata()).await?;
-        Ok(caller)
-    }
-
     /// Take a report stream to its end. With `feedback` it is a `ReportChanges` stream: its
     /// reports apply onto the previous ones, and a pool whose complete report is missing here
     /// is asked for again.

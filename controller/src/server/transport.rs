@@ -5,13 +5,18 @@
 //! endpoints in parts, queued whole: under a 1,000-sidecar fleet those slabs alone held 20–79 MB.
 //! Bounding the send buffer bounds it; flow control does the rest. Request bodies reach tonic
 //! in pieces of at most 1 KiB (`in_small_pieces`), which bounds its per-stream decode buffer.
-//! Accepting, TLS handshakes (`tls::incoming`) and the service are the caller's; this owns
-//! the per-connection settings, the peer address tonic's `remote_addr()` reads, and a graceful
-//! close of every connection on shutdown.
+//! Every request passes the connection's `gate` before the service sees it, and its body is
+//! checked against its method's message limit as it arrives. A connection serves at most
+//! `MAX_STREAMS` streams at once (a sidecar needs two), and one on which nothing
+//! authenticates within `UNAUTHENTICATED_CONNECTION_TIMEOUT`, or that the gate throttles, is
+//! closed. Accepting, TLS handshakes (`tls::incoming`) and the service are the caller's; this
+//! owns the per-connection settings, the peer address tonic's `remote_addr()` reads, and a
+//! graceful close of every connection on shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,6 +29,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tonic::service::Routes;
 use tonic::transport::server::TcpConnectInfo;
+
+use super::gate::{Gate, SizeGuarded, UNAUTHENTICATED_CONNECTION_TIMEOUT};
 
 /// What one stream may have queued for sending before it waits for the socket: a few roster
 /// parts (about 3 KB each), so a roster of any size flows but never queues whole.
@@ -41,6 +48,10 @@ const MAX_SEND_BUFFER: usize = 32 * 1024;
 /// roster received until their reports were sent.
 const STREAM_WINDOW: u32 = 16 * 1024;
 const CONNECTION_WINDOW: u32 = 32 * 1024;
+/// Streams one connection may have open at once: a sidecar holds a Watch and a
+/// ReportChanges stream, and briefly a third while one replaces another. h2 refuses more with
+/// REFUSED_STREAM (hyper's default is 200, each of which could hold a decode buffer).
+const MAX_STREAMS: u32 = 4;
 /// Pings on an idle connection, and how long an answer may take before it is closed.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -82,6 +93,7 @@ fn builder() -> hyper::server::conn::http2::Builder<TokioExecutor> {
         .keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
         .max_send_buf_size(MAX_SEND_BUFFER)
+        .max_concurrent_streams(MAX_STREAMS)
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW);
     builder
@@ -90,8 +102,12 @@ fn builder() -> hyper::server::conn::http2::Builder<TokioExecutor> {
 /// Serve `routes` on every connection `incoming` yields (each with its peer's address) until
 /// `shutdown` resolves; then stop accepting, close every connection gracefully (streams in
 /// flight finish; the service ends its own long streams) and return once all are gone.
-pub async fn serve<I, IO>(incoming: I, routes: Routes, shutdown: impl Future<Output = ()>)
-where
+pub async fn serve<I, IO>(
+    incoming: I,
+    routes: Routes,
+    gate: Arc<Gate>,
+    shutdown: impl Future<Output = ()>,
+) where
     I: Stream<Item = (IO, Option<SocketAddr>)>,
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -114,6 +130,7 @@ where
             io,
             peer,
             routes.clone(),
+            Arc::new(gate.connection(peer)),
             closing_rx.clone(),
         ));
     }
@@ -129,6 +146,7 @@ async fn connection<IO>(
     io: IO,
     peer: Option<SocketAddr>,
     routes: Routes,
+    gate: Arc<super::gate::ConnectionGate>,
     mut closing: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -137,11 +155,25 @@ async fn connection<IO>(
         local_addr: None,
         remote_addr: peer,
     };
+    let admission = gate.clone();
     let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(info.clone());
-        let request = request.map(in_small_pieces);
         let mut routes = routes.clone();
+        let gate = admission.clone();
         async move {
+            // The headers alone decide; an unauthenticated request is answered with its body
+            // unread (dropping it resets the stream, so its sender stops).
+            match gate.admit(request.headers()).await {
+                Ok(admitted) => request.extensions_mut().insert(admitted),
+                Err(status) => return Ok(status.into_http()),
+            };
+            let limit = gate.message_limit(request.uri().path());
+            let counted = gate.clone();
+            let request = request.map(|body| {
+                SizeGuarded::new(in_small_pieces(body), limit, move || {
+                    counted.refused_message();
+                })
+            });
             // Routes (an axum router) is always ready; its error type is Infallible.
             let response = tonic::codegen::Service::call(&mut routes, request).await;
             Ok::<_, Infallible>(match response {
@@ -153,6 +185,10 @@ async fn connection<IO>(
     let connection = builder.serve_connection(TokioIo::new(io), service);
     let mut connection = std::pin::pin!(connection);
     let mut closing_seen = false;
+    let mut refused_seen = false;
+    let unauthenticated = tokio::time::sleep(UNAUTHENTICATED_CONNECTION_TIMEOUT);
+    let mut unauthenticated = std::pin::pin!(unauthenticated);
+    let mut timer_seen = false;
     loop {
         tokio::select! {
             served = connection.as_mut() => {
@@ -164,6 +200,18 @@ async fn connection<IO>(
             changed = closing.wait_for(|c| *c), if !closing_seen => {
                 closing_seen = true;
                 if changed.is_ok() {
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+            () = gate.closing(), if !refused_seen => {
+                refused_seen = true;
+                tracing::debug!(?peer, "closing a roster connection the gate refused");
+                connection.as_mut().graceful_shutdown();
+            }
+            () = &mut unauthenticated, if !timer_seen => {
+                timer_seen = true;
+                if !gate.authenticated() {
+                    tracing::debug!(?peer, "closing a roster connection that never authenticated");
                     connection.as_mut().graceful_shutdown();
                 }
             }
