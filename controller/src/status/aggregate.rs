@@ -5,12 +5,13 @@
 //!   state); an endpoint nobody reports on counts from its EndpointSlice conditions.
 //! - `ejections` lists every endpoint at least one sidecar ejects: by how many of the sidecars
 //!   reporting on the pool, the most common reason, since the earliest ejection, and the latest
-//!   error seen. The list is capped so a status object cannot grow without bound.
+//!   error seen. The list is capped so a status object cannot grow without bound, keeping the
+//!   endpoints ejected by the most sidecars, so a minority cannot hide a majority's ejection.
 //! - Conditions: `Ready` (a roster is served and some endpoint can take traffic; `False` with
 //!   `RosterNotApplied` when every reporting sidecar still runs an older roster
 //!   `APPLY_GRACE_MS` after the current one was published — they refused it; at once, with
 //!   `RosterRefused` and the reason, when they say they refused it), `Degraded`
-//!   (most sidecars eject some endpoint), `Panic` (some sidecar routes in panic mode). Each
+//!   (most sidecars eject some endpoint), `Panic` (most sidecars route in panic mode). Each
 //!   keeps its `lastTransitionTime` while its status does not change.
 
 use std::collections::BTreeMap;
@@ -174,10 +175,16 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
             "no endpoint is ejected by most sidecars".into(),
         )
     };
+    // Like an endpoint's state, the pool's panic is what most reporting sidecars say (a tie
+    // goes to not in panic): one pod cannot set it.
     let panicking = input.reports.panicking();
-    let panic = if panicking > 0 {
+    let panic = if panicking > 0 && panicking * 2 > reporting {
         let msg = format!("{panicking} of {reporting} sidecars route in panic mode");
         (true, "PanicMode".to_string(), msg)
+    } else if panicking > 0 {
+        let msg =
+            format!("{panicking} of {reporting} sidecars route in panic mode: not most of them");
+        (false, "NotInPanic".to_string(), msg)
     } else {
         (
             false,
@@ -267,7 +274,9 @@ fn endpoints(roster: &Roster, reports: &PoolTally) -> (EndpointCounts, Vec<Eject
         total: roster.endpoints.len() as u32,
         ..Default::default()
     };
-    let mut ejections = Vec::new();
+    // Every endpoint some sidecar ejects, with how many do; the details are built only for
+    // those listed.
+    let mut ejecting = Vec::new();
     for ep in &roster.endpoints {
         let seen = reports.endpoint(&ep.addr).filter(|t| t.seen() > 0);
         let state = match &seen {
@@ -294,9 +303,16 @@ fn endpoints(roster: &Roster, reports: &PoolTally) -> (EndpointCounts, Vec<Eject
             continue;
         };
         let ejected_by = tally.counts[STATES.len() - 1];
-        if ejected_by == 0 || ejections.len() >= MAX_EJECTIONS {
-            continue;
+        if ejected_by > 0 {
+            ejecting.push((ep, tally, ejected_by));
         }
+    }
+    // The cap keeps the endpoints most sidecars eject: one pod ejecting many endpoints cannot
+    // push a majority's ejection out of the list. Among equals, roster (address) order.
+    ejecting.sort_by_key(|(_, _, by)| std::cmp::Reverse(*by));
+    ejecting.truncate(MAX_EJECTIONS);
+    let mut ejections = Vec::with_capacity(ejecting.len());
+    for (ep, tally, ejected_by) in ejecting {
         let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
         let mut since = u64::MAX;
         let mut last_error: Option<(u64, &str)> = None;

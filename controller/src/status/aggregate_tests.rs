@@ -205,30 +205,40 @@ fn unreported_endpoints_count_from_their_slice_conditions() {
 }
 
 #[test]
-fn panic_from_any_sidecar_sets_the_panic_condition() {
+fn panic_needs_most_reporting_sidecars() {
     let r = roster(2);
-    let reports = [
-        report(
-            "a",
-            true,
-            &[
-                (1, Ejected, "ProbeFailures", 1),
-                (2, Ejected, "ProbeFailures", 1),
-            ],
-        ),
-        report(
-            "b",
-            false,
-            &[(1, Healthy, "", 1), (2, Ejected, "ProbeFailures", 1)],
-        ),
-    ];
-    let s = aggregate(input(&r, &tally(&reports)));
-    let p = cond(&s, "Panic");
+    let eps = [(1, Healthy, "", 1), (2, Ejected, "ProbeFailures", 1)];
+    let reports = |panicking: usize, of: usize| -> Vec<PoolHealth> {
+        (0..of)
+            .map(|i| report(&format!("s{i}"), i < panicking, &eps))
+            .collect()
+    };
+    let panic = |panicking: usize, of: usize| {
+        let s = aggregate(input(&r, &tally(&reports(panicking, of))));
+        let p = cond(&s, "Panic").clone();
+        (p.status, p.reason, p.message)
+    };
+    // One pod of three cannot set it, nor can half.
     assert_eq!(
-        (p.status.as_str(), p.reason.as_str()),
-        ("True", "PanicMode")
+        panic(1, 3),
+        (
+            "False".into(),
+            "NotInPanic".into(),
+            "1 of 3 sidecars route in panic mode: not most of them".into()
+        )
     );
-    assert_eq!(p.message, "1 of 2 sidecars route in panic mode");
+    assert_eq!(panic(1, 2).0, "False");
+    assert_eq!(panic(2, 4).0, "False");
+    assert_eq!(
+        panic(2, 3),
+        (
+            "True".into(),
+            "PanicMode".into(),
+            "2 of 3 sidecars route in panic mode".into()
+        )
+    );
+    assert_eq!(panic(1, 1).0, "True");
+    assert_eq!(panic(0, 3).2, "no sidecar routes in panic mode");
 }
 
 #[test]
@@ -295,6 +305,42 @@ fn ejection_list_is_capped() {
         s.endpoints.as_ref().unwrap().ejected as usize,
         MAX_EJECTIONS + 10
     );
+}
+
+#[test]
+fn a_minority_ejecting_the_lowest_addresses_cannot_push_a_majority_ejection_out_of_the_list() {
+    // One pod ejects the 60 lowest addresses; the three others agree on endpoint 70 alone.
+    let r = roster(70);
+    let minority: Vec<_> = (1..=70)
+        .map(|i| match i {
+            1..=60 => (i, Ejected, "ProbeFailures", 1),
+            _ => (i, Healthy, "", 1),
+        })
+        .collect();
+    let majority: Vec<_> = (1..=70)
+        .map(|i| match i {
+            70 => (i, Ejected, "ConsecutiveGatewayErrors", 2),
+            _ => (i, Healthy, "", 1),
+        })
+        .collect();
+    let reports = [
+        report("liar", false, &minority),
+        report("a", false, &majority),
+        report("b", false, &majority),
+        report("c", false, &majority),
+    ];
+    let s = aggregate(input(&r, &tally(&reports)));
+    assert_eq!(s.ejections.len(), MAX_EJECTIONS);
+    let first = &s.ejections[0];
+    assert_eq!(
+        (first.address.as_str(), first.ejected_by, first.of),
+        ("10.0.0.70:8080", 3, 4)
+    );
+    // The minority's fill the rest in address order.
+    assert_eq!(s.ejections[1].address, "10.0.0.1:8080");
+    assert!(s.ejections[1..].iter().all(|e| e.ejected_by == 1));
+    // Only endpoint 70 counts as ejected: the others are healthy for most sidecars.
+    assert_eq!(s.endpoints.as_ref().unwrap().ejected, 1);
 }
 
 /// One report per sidecar `s0`, `s1`, ...: endpoint 1 healthy, roster version 7.

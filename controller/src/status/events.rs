@@ -1,12 +1,14 @@
 //! Which Kubernetes Events a status change deserves, pure: an endpoint that most reporting
 //! sidecars now eject (`EndpointEjected`), one they no longer eject (`EndpointReadmitted`), and
 //! panic mode starting or ending (`PanicModeEntered`, `PanicModeLeft`). Events are derived only
-//! from written statuses (already coalesced to about one per pool per second), and at most
+//! from written statuses, whose ejection list holds every majority ejection unless it is full
+//! of them (then nothing is concluded from an endpoint missing from it) (already coalesced to about one per pool per second), and at most
 //! `MAX_ENDPOINT_EVENTS` endpoint events are emitted per change, with a summary for the rest,
 //! so a pool-wide blip cannot flood the API server.
 
 use std::collections::BTreeMap;
 
+use super::aggregate::MAX_EJECTIONS;
 use crate::crd::{BackendPoolStatus, Ejection};
 
 pub const MAX_ENDPOINT_EVENTS: usize = 5;
@@ -27,13 +29,18 @@ fn majority(e: &Ejection) -> bool {
     e.of > 0 && e.ejected_by * 2 > e.of
 }
 
-fn ejected(status: Option<&BackendPoolStatus>) -> BTreeMap<&str, &Ejection> {
-    status
+/// The endpoints most sidecars eject, and whether that is all of them. The status lists the
+/// most-ejected endpoints first up to `MAX_EJECTIONS`, so every majority ejection is in it
+/// unless the list is full of them; then an endpoint missing from it may still be ejected.
+fn ejected(status: Option<&BackendPoolStatus>) -> (BTreeMap<&str, &Ejection>, bool) {
+    let listed: BTreeMap<&str, &Ejection> = status
         .into_iter()
         .flat_map(|s| s.ejections.iter())
         .filter(|e| majority(e))
         .map(|e| (e.address.as_str(), e))
-        .collect()
+        .collect();
+    let complete = listed.len() < MAX_EJECTIONS;
+    (listed, complete)
 }
 
 fn panicking(status: Option<&BackendPoolStatus>) -> bool {
@@ -48,11 +55,13 @@ pub fn transitions(
     previous: Option<&BackendPoolStatus>,
     next: &BackendPoolStatus,
 ) -> Vec<Transition> {
-    let (before, after) = (ejected(previous), ejected(Some(next)));
+    let ((before, before_complete), (after, after_complete)) =
+        (ejected(previous), ejected(Some(next)));
     let mut out = Vec::new();
     let mut endpoint_events = Vec::new();
     for (addr, e) in &after {
-        if !before.contains_key(addr) {
+        // Not listed before is news only if the list held every majority ejection.
+        if !before.contains_key(addr) && before_complete {
             let pod = e
                 .pod
                 .as_deref()
@@ -70,7 +79,8 @@ pub fn transitions(
         }
     }
     for (addr, e) in &before {
-        if !after.contains_key(addr) {
+        // Missing from a full list is not proof it was readmitted.
+        if !after.contains_key(addr) && after_complete {
             endpoint_events.push(Transition {
                 reason: "EndpointReadmitted",
                 note: format!("{addr} is no longer ejected by most sidecars"),
@@ -262,6 +272,28 @@ mod tests {
         assert_eq!(t[0].note, "2 of 3 sidecars route in panic mode");
         assert_eq!(transitions(Some(&panic), &calm)[0].reason, "PanicModeLeft");
         assert!(transitions(None, &calm).is_empty());
+    }
+
+    #[test]
+    fn nothing_is_concluded_from_an_endpoint_missing_from_a_list_full_of_majorities() {
+        let full: Vec<Ejection> = (1..=MAX_EJECTIONS).map(|i| ejection(i, 3, 4)).collect();
+        // A new majority ejection took a place in the full list: endpoint 1 fell out of it, but
+        // is still ejected as far as anyone can tell, so no readmission; and the newcomer may
+        // have been ejected (unlisted) before, so no ejection either.
+        let mut shifted: Vec<Ejection> = (2..=MAX_EJECTIONS).map(|i| ejection(i, 3, 4)).collect();
+        shifted.push(ejection(MAX_EJECTIONS + 1, 4, 4));
+        let out = transitions(Some(&status(full.clone(), false)), &status(shifted, false));
+        assert!(out.is_empty(), "{out:?}");
+        // Once the list is no longer full, readmissions are known again.
+        let fewer: Vec<Ejection> = (1..MAX_EJECTIONS).map(|i| ejection(i, 3, 4)).collect();
+        let out = transitions(Some(&status(full, false)), &status(fewer, false));
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].reason, "EndpointReadmitted");
+        assert!(
+            out[0]
+                .note
+                .starts_with(&format!("10.0.0.{MAX_EJECTIONS}:80"))
+        );
     }
 
     #[test]
