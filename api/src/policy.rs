@@ -1,8 +1,8 @@
 //! The routing policy of one pool: every field of the `BackendPool` spec except the Service it
 //! names. The sidecar's roster file and the controller's CRD share these types, so a field means
 //! the same thing in both places and has one default. Every field is optional on the wire; the
-//! defaults are the ones in DESIGN.md. `validate` catches what a schema cannot (cross-field rules)
-//! and says which field is wrong and why, in words a person can act on.
+//! defaults are defined here (docs/design.md says why). `validate` catches what a schema cannot
+//! (cross-field rules) and says which field is wrong and why, in words a person can act on.
 
 use std::fmt;
 use std::str::FromStr;
@@ -377,7 +377,7 @@ impl Default for Draining {
     }
 }
 
-/// Retry rules (DESIGN.md, "Requests, balancing and retries").
+/// Retry rules (docs/design.md, "Retries").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Retries {

@@ -108,7 +108,7 @@ pub struct RosterUpdate {
     pub state: PoolState,
 }
 
-/// The health machine's states (DESIGN.md).
+/// The health machine's states (docs/design.md, "The endpoint health machine").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EndpointState {
     #[default]

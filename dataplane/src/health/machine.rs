@@ -1,4 +1,4 @@
-//! The per-pool endpoint health machine (DESIGN.md, "The endpoint health machine"): probe
+//! The per-pool endpoint health machine (docs/design.md, "The endpoint health machine"): probe
 //! results and request outcomes in, state transitions and routes out.
 //!
 //! Pure on purpose: no I/O, no clock reads, no async; every call takes `now`. The runtime owns
@@ -7,7 +7,8 @@
 //! `maxEjectionPercent`, panic mode, who gets routed); one endpoint's bookkeeping lives in
 //! `endpoint.rs`; passive detection is `crate::outlier`.
 //!
-//! Decisions where DESIGN.md is silent (change them here, and in the tests that pin them):
+//! Decisions made here (docs/design.md gives the reasons; change them here, and in the tests
+//! that pin them):
 //! - Creating an endpoint is not a transition (it starts `Unknown`, reason `New`); only state
 //!   changes emit `Transition`, exactly one each. Draining → Draining (terminating, then removed)
 //!   updates the reason without an event.
@@ -29,7 +30,8 @@
 //!   streak).
 //! - A first ejection (multiplier 1 after it) ends early, at `healthyThreshold` consecutive probe
 //!   successes, when the probes saw its fault (they caused it, or one failed while ejected);
-//!   otherwise, and for repeat offenders, the ejection time is served as DESIGN.md says.
+//!   otherwise, and for repeat offenders, the ejection time is served in full (docs/design.md,
+//!   "Probation and slow start").
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

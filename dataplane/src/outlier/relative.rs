@@ -15,7 +15,8 @@
 //!   failures and at least half the threshold: it fails *now*, and by an amount that matters.
 //!
 //! Without peers to compare with (a one-endpoint pool, a pool whose other endpoints are idle),
-//! DESIGN.md's absolute rule applies unchanged.
+//! the absolute rule applies: above `threshold` with at least `minRequests` (docs/design.md,
+//! "Passive detection and ejection").
 
 use super::{Limits, WindowCounts};
 
@@ -60,7 +61,8 @@ pub fn trips(
         return false;
     }
     if peers.requests < u64::from(limits.error_rate_min_requests.max(1)) {
-        // Nobody to compare with: DESIGN.md's absolute rule.
+        // Nobody to compare with: the absolute rule (docs/design.md, "Passive detection and
+        // ejection").
         return own.requests >= u64::from(limits.error_rate_min_requests) && own.rate() > threshold;
     }
     own.requests >= u64::from(relative_min_requests(limits.error_rate_min_requests))

@@ -1,11 +1,12 @@
 //! Whether a request may be tried again, and when. Pure: the request loop reports how a try
 //! ended and this module answers, so every rule is a unit test.
 //!
-//! - `RetryRules` (this file) are DESIGN.md's rules, in order: a request that never reached a
-//!   connection may go anywhere; a pooled connection found dead before writing is retried free;
-//!   once bytes were (or may have been) written only idempotent methods or requests carrying the
-//!   idempotency-key header are retried, and only with a replayable body; a 5xx only for the
-//!   statuses in `retryOn`; never more than `attempts` tries; nothing the client caused.
+//! - `RetryRules` (this file) are the rules of docs/design.md, "Retries", in order: a request
+//!   that never reached a connection may go anywhere; a pooled connection found dead before
+//!   writing is retried free; once bytes were (or may have been) written only idempotent methods
+//!   or requests carrying the idempotency-key header are retried, and only with a replayable
+//!   body; a 5xx only for the statuses in `retryOn`; never more than `attempts` tries; nothing
+//!   the client caused.
 //! - `planner` turns one try's outcome into the next step: retry after a jittered back-off
 //!   (`backoff`) when the deadline can hold it and the budget (`budget`) allows, or answer, with
 //!   the endpoint's own last answer when a retry cannot do better.

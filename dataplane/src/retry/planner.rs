@@ -8,7 +8,8 @@
 //! body, at the end of the upload for a streamed one), so a slow upload is never a timeout; a
 //! client's `grpc-timeout` counts from its headers, because that is the client's whole budget.
 //!
-//! Decisions where DESIGN.md is silent (change them here, and in the tests that pin them):
+//! Decisions made here (docs/design.md, "Retries", gives the reasons; change them here, and in the
+//! tests that pin them):
 //! - A try's allowance is `min(perTryTimeout, timeouts.request)`. A try that used it all without
 //!   an answer timed out and is charged; one that a deadline ended sooner (the client's, or what
 //!   was left of ours) is not: the endpoint was never given its time.

@@ -25,7 +25,8 @@ fn addr(n: u8) -> SocketAddr {
     SocketAddr::from(([10, 0, 0, n], 8080))
 }
 
-/// DESIGN.md's example values, with the error rate off unless a test turns it on.
+/// The policy's defaults (docs/design.md, "The endpoint health machine"), but a 1 s probe
+/// interval and the error rate off unless a test turns it on.
 fn settings() -> HealthSettings {
     HealthSettings {
         probes_enabled: true,
