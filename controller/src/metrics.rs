@@ -48,6 +48,9 @@ pub struct Metrics {
     pub review_cache: IntCounterVec,
     /// Request messages refused before they were read, `reason` = too_large.
     pub messages_refused: IntCounterVec,
+    /// Streams the controller ended for a reason of its own, `reason` = max_age |
+    /// token_expired.
+    pub streams_ended: IntCounterVec,
 }
 
 /// A counter family with the label names `labels`, registered with the `rollcall_controller_`
@@ -173,6 +176,11 @@ impl Metrics {
             "Request messages refused before they were read, by reason",
             &["reason"],
         )?;
+        let streams_ended = counter_vec(
+            "streams_ended_total",
+            "Roster streams the controller ended for a reason of its own, by reason",
+            &["reason"],
+        )?;
         let m = Self {
             registry,
             reconciles,
@@ -194,8 +202,9 @@ impl Metrics {
             access_review_seconds,
             review_cache,
             messages_refused,
+            streams_ended,
         };
-        let collectors: [Box<dyn Collector>; 19] = [
+        let collectors: [Box<dyn Collector>; 20] = [
             Box::new(m.reconciles.clone()),
             Box::new(m.reconcile_seconds.clone()),
             Box::new(m.roster_versions.clone()),
@@ -215,6 +224,7 @@ impl Metrics {
             Box::new(m.access_review_seconds.clone()),
             Box::new(m.review_cache.clone()),
             Box::new(m.messages_refused.clone()),
+            Box::new(m.streams_ended.clone()),
         ];
         for c in collectors {
             m.registry.register(c).map_err(Error::Metrics)?;

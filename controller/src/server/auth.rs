@@ -157,7 +157,13 @@ fn expires(token: &str) -> Option<u64> {
     serde_json::from_slice::<serde_json::Value>(&raw).ok()?["exp"].as_u64()
 }
 
-fn unix_now() -> u64 {
+/// When the bearer token of these headers expires, as the token says (unverified: used only
+/// to end a stream no later than that, after the token was verified), Unix seconds.
+pub fn token_expiry(headers: &HeaderMap) -> Option<u64> {
+    expires(bearer(headers)?)
+}
+
+pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

@@ -45,10 +45,61 @@ pub const CONNECTIONS_PER_POD: usize = 4;
 /// A connection on which nothing authenticates within this time is closed.
 pub const UNAUTHENTICATED_CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A connection lives at most about this long (jittered by up to a tenth either way, so a
+/// fleet that connected together does not reconnect together): its streams then end with
+/// UNAVAILABLE and the sidecar reconnects, so every stream re-proves its token and its grants
+/// at least this often.
+pub const MAX_CONNECTION_AGE: Duration = Duration::from_secs(30 * 60);
+
+/// What a stream ends with when its connection reached its maximum age.
+pub const CONNECTION_AGED: &str =
+    "the connection reached its maximum age; reconnect (each connection re-proves its token)";
+/// What a stream ends with when the token it was admitted with expires.
+pub const TOKEN_EXPIRED: &str =
+    "the ServiceAccount token of this stream expired; reconnect with the current one";
+
 /// Put in a request's extensions once it passed the gate: who the token names (`None` when
-/// authentication is off).
+/// authentication is off), until when the token is good, and the connection's end.
 #[derive(Clone, Debug)]
-pub struct Admitted(pub Option<Identity>);
+pub struct Admitted {
+    pub identity: Option<Identity>,
+    /// When the token expires, as it says (only with authentication on).
+    pub token_expires: Option<Instant>,
+    connection_ends: watch::Receiver<bool>,
+}
+
+impl Admitted {
+    /// A request admitted without a gate.
+    #[cfg(test)]
+    pub fn without_gate(identity: Option<Identity>) -> Self {
+        Self {
+            identity,
+            token_expires: None,
+            connection_ends: watch::channel(false).1,
+        }
+    }
+
+    /// Resolves with the status a stream of this request must end with, and the metric label
+    /// of why: the connection is closing (its age, or the gate closed it), or the token expired.
+    pub async fn must_end(&self) -> (Status, &'static str) {
+        let mut ends = self.connection_ends.clone();
+        let connection = async {
+            if ends.wait_for(|e| *e).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let expiry = async {
+            match self.token_expires {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = connection => (Status::unavailable(CONNECTION_AGED), "max_age"),
+            () = expiry => (Status::unauthenticated(TOKEN_EXPIRED), "token_expired"),
+        }
+    }
+}
 
 /// A source's failed authentications, as a token bucket.
 #[derive(Clone, Copy, Debug)]
@@ -191,7 +242,15 @@ impl ConnectionGate {
         }
         self.authenticated.store(true, Ordering::Relaxed);
         self.gate.count("accepted");
-        Ok(Admitted(identity))
+        let token_expires = identity
+            .as_ref()
+            .and(super::auth::token_expiry(headers))
+            .map(|exp| now + Duration::from_secs(exp.saturating_sub(super::auth::unix_now())));
+        Ok(Admitted {
+            identity,
+            token_expires,
+            connection_ends: self.close.subscribe(),
+        })
     }
 
     /// Count this connection against `pod` (once: later identities on it count nothing).
@@ -216,8 +275,8 @@ impl ConnectionGate {
         self.authenticated.load(Ordering::Relaxed)
     }
 
-    /// Ask the connection to close (gracefully: streams in flight finish).
-    fn close(&self) {
+    /// Ask the connection to close: it stops taking streams, and those it has end.
+    pub fn close(&self) {
         self.close.send_replace(true);
     }
 
@@ -453,6 +512,46 @@ mod tests {
             || {},
         );
         assert_eq!(read_all(body).await.unwrap(), exact);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_must_end_when_its_token_expires_or_its_connection_closes() {
+        let gate = Gate::new(
+            Arc::new(Authenticator::insecure()),
+            Limits::default(),
+            Metrics::new().unwrap(),
+        );
+        let connection = gate.connection(None);
+        let admitted = Admitted {
+            identity: None,
+            token_expires: Some(Instant::now() + Duration::from_secs(90)),
+            connection_ends: connection.close.subscribe(),
+        };
+        let started = Instant::now();
+        let (status, why) = admitted.must_end().await;
+        assert_eq!(started.elapsed(), Duration::from_secs(90));
+        assert_eq!(
+            (status.code(), status.message(), why),
+            (tonic::Code::Unauthenticated, TOKEN_EXPIRED, "token_expired")
+        );
+
+        let forever = Admitted {
+            token_expires: None,
+            ..admitted.clone()
+        };
+        let ending = tokio::spawn(async move { forever.must_end().await });
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(!ending.is_finished(), "no expiry, connection open: goes on");
+        connection.close();
+        let (status, why) = ending.await.unwrap();
+        assert_eq!((status.code(), why), (tonic::Code::Unavailable, "max_age"));
+        // Without a gate, nothing ends it.
+        let alone = Admitted::without_gate(None);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(86_400), alone.must_end())
+                .await
+                .is_err()
+        );
     }
 
     #[test]

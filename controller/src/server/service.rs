@@ -101,18 +101,19 @@ pub const REPLACED: &str = "replaced by a newer stream from the same pod";
 /// Who is calling: what the interceptor saw, with the identity the `gate` verified from the
 /// request's headers. A request that did not pass the gate (which every served request does)
 /// is refused rather than taken at its word.
-fn admitted_caller<T>(req: &Request<T>) -> Result<Caller, Status> {
+fn admitted_caller<T>(req: &Request<T>) -> Result<(Caller, Admitted), Status> {
     let admitted = req
         .extensions()
         .get::<Admitted>()
+        .cloned()
         .ok_or_else(|| Status::unauthenticated("the request was not admitted"))?;
     let mut caller = req
         .extensions()
         .get::<Caller>()
         .cloned()
         .unwrap_or_default();
-    caller.verified = admitted.0.clone();
-    Ok(caller)
+    caller.verified = admitted.identity.clone();
+    Ok((caller, admitted))
 }
 
 // === impl RosterService ===
@@ -142,7 +143,7 @@ impl encoded::roster_server::Roster for RosterService {
     ) -> Result<Response<UpdateStream>, Status> {
         self.serving()?;
         let started = Instant::now();
-        let caller = admitted_caller(&req)?;
+        let (caller, admitted) = admitted_caller(&req)?;
         let request = WatchRequest::try_from(req.into_inner())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let sidecar = caller.attribute(Some(request.sidecar.clone()));
@@ -246,6 +247,9 @@ impl encoded::roster_server::Roster for RosterService {
         let state = self.state.clone();
         let closing = self.state.closing.clone();
         let replaced = superseded.clone();
+        // Why the controller ended the stream itself, when it did (connection age, token).
+        let ended_why: Arc<parking_lot::Mutex<Option<Status>>> = Arc::default();
+        let ended = ended_why.clone();
         let closed = async move {
             let newer = async {
                 let ended = match &mut superseded {
@@ -259,6 +263,11 @@ impl encoded::roster_server::Roster for RosterService {
             tokio::select! {
                 () = state.closed() => {}
                 () = newer => {}
+                (status, why) = admitted.must_end() => {
+                    state.metrics.streams_ended.with_label_values(&[why]).inc();
+                    tracing::debug!(reason = why, "watch ended by the controller");
+                    *ended.lock() = Some(status);
+                }
             }
         };
         let updates = stream::iter(snapshot)
@@ -272,7 +281,9 @@ impl encoded::roster_server::Roster for RosterService {
             .chain(
                 stream::once(async move {
                     // Only a shutdown or a newer session ends a stream with an error.
-                    if *closing.borrow() {
+                    if let Some(status) = ended_why.lock().take() {
+                        Some(Err(status))
+                    } else if *closing.borrow() {
                         Some(Err(Status::unavailable(SHUTTING_DOWN)))
                     } else if replaced.as_ref().is_some_and(|r| *r.borrow()) {
                         Some(Err(Status::aborted(REPLACED)))
@@ -295,8 +306,10 @@ impl encoded::roster_server::Roster for RosterService {
         req: Request<Streaming<pb::HealthReport>>,
     ) -> Result<Response<pb::ReportSummary>, Status> {
         self.serving()?;
-        let caller = admitted_caller(&req)?;
-        let summary = self.ingest(caller, req.into_inner(), None).await?;
+        let (caller, admitted) = admitted_caller(&req)?;
+        let summary = self
+            .ingest(caller, &admitted, req.into_inner(), None)
+            .await?;
         Ok(Response::new(summary))
     }
 
@@ -308,12 +321,12 @@ impl encoded::roster_server::Roster for RosterService {
         req: Request<Streaming<pb::HealthReport>>,
     ) -> Result<Response<FeedbackStream>, Status> {
         self.serving()?;
-        let caller = admitted_caller(&req)?;
+        let (caller, admitted) = admitted_caller(&req)?;
         let (tx, rx) = mpsc::channel(FEEDBACK_QUEUE);
         let service = self.clone();
         let inbound = req.into_inner();
         let ingest = async move {
-            let last = match service.ingest(caller, inbound, Some(&tx)).await {
+            let last = match service.ingest(caller, &admitted, inbound, Some(&tx)).await {
                 Ok(summary) => Ok(pb::ReportFeedback {
                     resend: Vec::new(),
                     summary: Some(summary),
@@ -341,6 +354,7 @@ impl RosterService {
     async fn ingest(
         &self,
         caller: Caller,
+        admitted: &Admitted,
         mut inbound: Streaming<pb::HealthReport>,
         feedback: Option<&mpsc::Sender<Result<pb::ReportFeedback, Status>>>,
     ) -> Result<pb::ReportSummary, Status> {
@@ -368,6 +382,10 @@ impl RosterService {
                 next = inbound.message() => next,
                 () = self.state.closed() => break Err(Status::unavailable(SHUTTING_DOWN)),
                 () = newer => break Err(Status::aborted(REPLACED)),
+                (status, why) = admitted.must_end() => {
+                    self.state.metrics.streams_ended.with_label_values(&[why]).inc();
+                    break Err(status);
+                }
             };
             let msg = match next {
                 Ok(Some(msg)) => msg,

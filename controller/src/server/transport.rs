@@ -8,8 +8,8 @@
 //! Every request passes the connection's `gate` before the service sees it, and its body is
 //! checked against its method's message limit as it arrives. A connection serves at most
 //! `MAX_STREAMS` streams at once (a sidecar needs two), and one on which nothing
-//! authenticates within `UNAUTHENTICATED_CONNECTION_TIMEOUT`, or that the gate throttles, is
-//! closed. Accepting, TLS handshakes (`tls::incoming`) and the service are the caller's; this
+//! authenticates within `UNAUTHENTICATED_CONNECTION_TIMEOUT`, that the gate throttles, or that
+//! reached `MAX_CONNECTION_AGE` (jittered) is closed, its streams ended. Accepting, TLS handshakes (`tls::incoming`) and the service are the caller's; this
 //! owns the per-connection settings, the peer address tonic's `remote_addr()` reads, and a
 //! graceful close of every connection on shutdown.
 
@@ -30,7 +30,7 @@ use tokio::sync::watch;
 use tonic::service::Routes;
 use tonic::transport::server::TcpConnectInfo;
 
-use super::gate::{Gate, SizeGuarded, UNAUTHENTICATED_CONNECTION_TIMEOUT};
+use super::gate::{Gate, MAX_CONNECTION_AGE, SizeGuarded, UNAUTHENTICATED_CONNECTION_TIMEOUT};
 
 /// What one stream may have queued for sending before it waits for the socket: a few roster
 /// parts (about 3 KB each), so a roster of any size flows but never queues whole.
@@ -83,6 +83,15 @@ where
         futures_util::stream::iter(cut.chain(other))
     });
     UnsyncBoxBody::new(StreamBody::new(pieces))
+}
+
+/// `age`, moved by a random amount of up to a tenth either way.
+fn jittered(age: Duration) -> Duration {
+    use std::hash::BuildHasher;
+    let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
+    let tenth = age / 10;
+    let offset = Duration::from_nanos(random % (2 * tenth.as_nanos().max(1) as u64));
+    age - tenth + offset
 }
 
 /// The HTTP/2 settings of every roster connection.
@@ -189,6 +198,9 @@ async fn connection<IO>(
     let unauthenticated = tokio::time::sleep(UNAUTHENTICATED_CONNECTION_TIMEOUT);
     let mut unauthenticated = std::pin::pin!(unauthenticated);
     let mut timer_seen = false;
+    let aged = tokio::time::sleep(jittered(MAX_CONNECTION_AGE));
+    let mut aged = std::pin::pin!(aged);
+    let mut aged_seen = false;
     loop {
         tokio::select! {
             served = connection.as_mut() => {
@@ -208,6 +220,12 @@ async fn connection<IO>(
                 tracing::debug!(?peer, "closing a roster connection the gate refused");
                 connection.as_mut().graceful_shutdown();
             }
+            () = &mut aged, if !aged_seen => {
+                aged_seen = true;
+                tracing::debug!(?peer, "closing a roster connection at its maximum age");
+                // Ends its streams too (they watch the gate), so the graceful close completes.
+                gate.close();
+            }
             () = &mut unauthenticated, if !timer_seen => {
                 timer_seen = true;
                 if !gate.authenticated() {
@@ -226,6 +244,19 @@ mod tests {
     use http_body_util::BodyExt;
 
     use super::*;
+
+    #[test]
+    fn connection_ages_spread_over_a_tenth_either_way() {
+        let ages: Vec<Duration> = (0..200).map(|_| jittered(MAX_CONNECTION_AGE)).collect();
+        let (low, high) = (MAX_CONNECTION_AGE * 9 / 10, MAX_CONNECTION_AGE * 11 / 10);
+        assert!(ages.iter().all(|a| *a >= low && *a < high), "{ages:?}");
+        let distinct: std::collections::BTreeSet<_> = ages.iter().collect();
+        assert!(
+            distinct.len() > 100,
+            "not spread: {} distinct",
+            distinct.len()
+        );
+    }
 
     #[tokio::test]
     async fn a_body_reaches_the_service_in_small_pieces_whole_and_in_order() {
