@@ -5,15 +5,7 @@ use std::time::Duration;
 
 /// Resident set size in MiB.
 pub fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
+    rollcall_testkit::hostile::rss_kib(pid) as f64 / 1024.0
 }
 
 /// User + system CPU seconds so far.
