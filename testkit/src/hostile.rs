@@ -58,6 +58,26 @@ fn status_of(headers: &http::HeaderMap) -> i32 {
         .unwrap_or(-1)
 }
 
+/// The head of a gRPC `Watch` call to `addr`, with `token` as its bearer token.
+fn watch_request(addr: SocketAddr, token: Option<&str>) -> Result<http::Request<()>, http::Error> {
+    let mut request = http::Request::post(format!("http://{addr}{WATCH_PATH}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    request.body(())
+}
+
+/// The `grpc-status` a stream was answered with within `within`, or why there was none.
+async fn answer(response: h2::client::ResponseFuture, within: Duration) -> i32 {
+    match tokio::time::timeout(within, response).await {
+        Ok(Ok(r)) => status_of(r.headers()),
+        Ok(Err(_)) => REFUSED,
+        Err(_) => UNANSWERED,
+    }
+}
+
 /// Open `connections` plaintext HTTP/2 connections to `addr`, and on each `streams` Watch
 /// streams with `token` (none when `None`), each sending a prefix that declares `declared`
 /// bytes and 1 KiB of them, never finishing. Waits up to `within` for each answer, and keeps
@@ -119,13 +139,7 @@ async fn one_connection(
                 continue;
             }
         };
-        let mut request = http::Request::post(format!("http://{addr}{WATCH_PATH}"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers");
-        if let Some(token) = token {
-            request = request.header("authorization", format!("Bearer {token}"));
-        }
-        let Ok(request) = request.body(()) else {
+        let Ok(request) = watch_request(addr, token) else {
             failed(&mut tally, 1);
             continue;
         };
@@ -138,13 +152,7 @@ async fn one_connection(
         open.push(body);
         // Answered in order of sending: a stream answered only once its body arrived whole
         // would hold its slot, and the next `ready()` would wait, which the timeout counts.
-        answers.push(tokio::spawn(async move {
-            match tokio::time::timeout(within, response).await {
-                Ok(Ok(r)) => status_of(r.headers()),
-                Ok(Err(_)) => REFUSED,
-                Err(_) => UNANSWERED,
-            }
-        }));
+        answers.push(tokio::spawn(answer(response, within)));
     }
     for answer in answers {
         let status = answer.await.unwrap_or(REFUSED);
@@ -177,23 +185,15 @@ pub async fn garbage_tokens(addr: SocketAddr, count: usize, within: Duration) ->
                 break;
             };
             client = ready;
-            let token = forged_jwt(sent);
-            let request = http::Request::post(format!("http://{addr}{WATCH_PATH}"))
-                .header("content-type", "application/grpc")
-                .header("te", "trailers")
-                .header("authorization", format!("Bearer {token}"))
-                .body(());
-            let Ok(request) = request else { break };
+            let Ok(request) = watch_request(addr, Some(&forged_jwt(sent))) else {
+                break;
+            };
             let Ok((response, mut body)) = client.send_request(request, false) else {
                 break;
             };
             sent += 1;
             let _ = body.send_data(prefix(0), true);
-            let status = match tokio::time::timeout(within, response).await {
-                Ok(Ok(r)) => status_of(r.headers()),
-                Ok(Err(_)) => REFUSED,
-                Err(_) => UNANSWERED,
-            };
+            let status = answer(response, within).await;
             *tally.by_status.entry(status).or_default() += 1;
         }
         driver.abort();

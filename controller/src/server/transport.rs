@@ -217,7 +217,7 @@ async fn connection<IO>(
             }
             () = gate.closing(), if !refused_seen => {
                 refused_seen = true;
-                tracing::debug!(?peer, "closing a roster connection the gate refused");
+                tracing::debug!(?peer, "closing a roster connection: its gate asked to (refused, or aged)");
                 connection.as_mut().graceful_shutdown();
             }
             () = &mut aged, if !aged_seen => {
