@@ -80,10 +80,13 @@ pub const CONTROLLER: &[Permission] = &[
     own("patch", "", "pods", ""),
 ];
 
-/// rollcall-injector with its own certificates: its Secret, its webhook's caBundle.
+/// rollcall-injector with its own certificates: its Secret, its webhook's caBundle, and the
+/// controller's roster certificate it keeps by default.
 pub const INJECTOR: &[Permission] = &[
     own("get", "", "secrets", "rollcall-injector-tls"),
     own("update", "", "secrets", "rollcall-injector-tls"),
+    own("get", "", "secrets", "rollcall-controller-tls"),
+    own("update", "", "secrets", "rollcall-controller-tls"),
     cluster(
         "get",
         "admissionregistration.k8s.io",

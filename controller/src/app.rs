@@ -178,18 +178,28 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
         }
     };
     // The reloader lives as long as this run (aborted when it returns, however it returns).
-    let (tls, _reloader) = match options.tls.clone() {
+    let (tls, _reloader, certificate) = match options.tls.clone() {
         Some(files) => {
-            let tls = RosterTls::load(files).map_err(Error::Tls)?;
+            let (tls, waiting_for) = RosterTls::start(files).map_err(Error::Tls)?;
             let config = Arc::clone(&tls.config);
-            tracing::info!(cert = %tls.files.cert.display(), "roster port speaks TLS");
+            match waiting_for {
+                None => {
+                    tracing::info!(cert = %tls.files.cert.display(), "roster port speaks TLS");
+                }
+                Some(error) => tracing::warn!(%error, every = ?RELOAD_EVERY,
+                    "no roster certificate to serve yet (a chart-managed install gets it from the injector); not ready until one loads"),
+            }
+            let resolver = Arc::clone(&tls.resolver);
             let reloader = AbortOnDropHandle::new(tokio::spawn(tls.keep_fresh(RELOAD_EVERY)));
-            (Some(config), Some(reloader))
+            (Some(config), Some(reloader), Some(resolver))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     let state = State::new(Metrics::new()?, closing_rx.clone(), auth);
-    let readiness = Arc::new(Readiness::default());
+    let readiness = Arc::new(Readiness {
+        certificate,
+        ..Readiness::default()
+    });
     let ready = Arc::clone(&readiness.serving);
     let grpc = TcpListener::bind(options.grpc_listen)
         .await

@@ -18,6 +18,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
+use rollcall_api::tls::CertResolver;
+
 use crate::metrics::Metrics;
 
 fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {
@@ -26,12 +28,15 @@ fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     res
 }
 
-/// Whether this replica serves (`serving`: leading and synced) and whether it runs at all
-/// (`replica`: competing for the Lease or leading, not shutting down).
+/// Whether this replica serves (`serving`: leading and synced, and with TLS on, a roster
+/// certificate loaded) and whether it runs at all (`replica`: competing for the Lease or
+/// leading, not shutting down).
 #[derive(Debug, Default)]
 pub struct Readiness {
     pub serving: Arc<AtomicBool>,
     pub replica: Arc<AtomicBool>,
+    /// The roster port's certificate, when it speaks TLS.
+    pub certificate: Option<Arc<CertResolver>>,
 }
 
 fn route(path: &str, metrics: &Metrics, readiness: &Readiness) -> Response<Full<Bytes>> {
@@ -45,6 +50,17 @@ fn route(path: &str, metrics: &Metrics, readiness: &Readiness) -> Response<Full<
             StatusCode::SERVICE_UNAVAILABLE,
             "not competing for the lead (starting or shutting down)\n".into(),
         ),
+        "/readyz"
+            if readiness
+                .certificate
+                .as_ref()
+                .is_some_and(|c| !c.is_loaded()) =>
+        {
+            respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no roster TLS certificate loaded yet\n".into(),
+            )
+        }
         "/readyz" if ready.load(Ordering::Acquire) => respond(StatusCode::OK, "ok\n".into()),
         "/readyz" => respond(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -119,5 +135,25 @@ mod tests {
         assert_eq!(route("/livez", &m, &ready).status(), StatusCode::OK);
         assert_eq!(route("/metrics", &m, &ready).status(), StatusCode::OK);
         assert_eq!(route("/nope", &m, &ready).status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn with_tls_on_readyz_waits_for_a_roster_certificate() {
+        let m = Metrics::new().unwrap();
+        let certificate = Arc::new(CertResolver::default());
+        let ready = Readiness {
+            certificate: Some(Arc::clone(&certificate)),
+            ..Readiness::default()
+        };
+        ready.serving.store(true, Ordering::Release);
+        let waiting = route("/readyz", &m, &ready);
+        assert_eq!(waiting.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["rollcall-controller".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        certificate.load(&cert.pem(), &key.serialize_pem()).unwrap();
+        assert_eq!(route("/readyz", &m, &ready).status(), StatusCode::OK);
     }
 }

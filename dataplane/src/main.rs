@@ -15,7 +15,7 @@ use clap::Parser;
 use rollcall_api::roster::SidecarId;
 use rollcall_dataplane::drain::ShutdownPlan;
 use rollcall_dataplane::pool::Tuning;
-use rollcall_dataplane::roster::{PoolBinding, RosterOptions};
+use rollcall_dataplane::roster::{ControllerCa, PoolBinding, RosterOptions};
 use rollcall_dataplane::sidecar::{self, ControlledOptions, Options, RunOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -47,10 +47,27 @@ struct Args {
     /// picked up. Unset: no token (only a controller run with `--insecure-no-auth` accepts that).
     #[arg(long, env = "ROLLCALL_TOKEN_FILE", value_name = "PATH")]
     token_file: Option<PathBuf>,
-    /// The CA (PEM) that signed the controller's roster certificate, for an `https://`
+    /// The CA (PEM file) that signed the controller's roster certificate, for an `https://`
     /// `--controller`; only it is trusted. Read at start (a new CA needs a restart).
     #[arg(long, env = "ROLLCALL_CONTROLLER_CA", value_name = "PATH")]
     controller_ca: Option<PathBuf>,
+    /// The same CA as PEM text: what the injector puts in the pod spec by default.
+    #[arg(
+        long,
+        env = "ROLLCALL_CONTROLLER_CA_PEM",
+        value_name = "PEM",
+        conflicts_with = "controller_ca",
+        hide_env_values = true
+    )]
+    controller_ca_pem: Option<String>,
+    /// The name the controller's certificate must carry, when `--controller` names it by
+    /// address (e.g. `rollcall-controller.rollcall-system.svc`).
+    #[arg(long, env = "ROLLCALL_CONTROLLER_SERVER_NAME", value_name = "NAME")]
+    controller_server_name: Option<String>,
+    /// Dial an `http://` controller on another host (refused otherwise: a plaintext roster
+    /// channel gives the pod's token, and its routing, to anyone on the path).
+    #[arg(long, env = "ROLLCALL_INSECURE_PLAINTEXT_CONTROLLER")]
+    insecure_plaintext_controller: bool,
     /// An empty health report after this long without one, so the controller knows we live.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     report_heartbeat: Duration,
@@ -176,7 +193,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let mut roster = RosterOptions::new(controller, args.pools, identity);
             roster.heartbeat = args.report_heartbeat;
             roster.token_file = args.token_file;
-            roster.controller_ca = args.controller_ca;
+            roster.controller_ca = args
+                .controller_ca
+                .map(ControllerCa::File)
+                .or(args.controller_ca_pem.map(ControllerCa::Pem));
+            roster.controller_server_name = args.controller_server_name;
+            roster.insecure_plaintext = args.insecure_plaintext_controller;
             sidecar::start_controlled_with(
                 ControlledOptions {
                     admin_listen: args.admin_listen,

@@ -10,6 +10,7 @@
 
 pub mod issue;
 pub mod plan;
+pub mod roster;
 pub mod store;
 
 pub use rollcall_api::tls::CertResolver;

@@ -37,6 +37,14 @@ pub struct SidecarSettings {
     /// TLS on the roster connection: the ConfigMap (in the pod's namespace) with the CA.
     #[serde(default, rename = "controllerCA")]
     pub controller_ca: Option<CaSource>,
+    /// Let sidecars dial an `http://` controller (`--insecure-plaintext-controller`): the
+    /// chart's `controller.tls.plaintext`.
+    #[serde(default)]
+    pub insecure_plaintext: bool,
+    /// The CA bundle (PEM) put in each sidecar's environment when the injector keeps the
+    /// roster certificate itself (the default); not part of the file, set per review.
+    #[serde(skip)]
+    pub controller_ca_pem: Option<String>,
 }
 
 /// The projected ServiceAccount token the sidecar presents to the controller.
@@ -92,6 +100,35 @@ impl SidecarSettings {
             source,
         })?;
         Self::from_json(&text, &path.display().to_string())
+    }
+
+    /// Whether these settings give sidecars a way to trust an `https://` controller, when the
+    /// injector keeps the roster certificate (`managed`) or not.
+    pub fn check_roster_tls(&self, managed: bool) -> std::result::Result<(), String> {
+        let tls = self.controller_url.starts_with("https://");
+        match (tls, managed, self.controller_ca.is_some()) {
+            (true, _, _) if self.insecure_plaintext => Err(format!(
+                "insecurePlaintext is set but controllerURL {:?} is https://",
+                self.controller_url
+            )),
+            (false, false, _) if !self.insecure_plaintext => Err(format!(
+                "controllerURL {:?} is plaintext and insecurePlaintext is not set: sidecars would refuse it; use https://, or set the chart's controller.tls.plaintext",
+                self.controller_url
+            )),
+            (true, false, false) => Err(format!(
+                "controllerURL {:?} is https:// but sidecars are given no CA: set controllerCA, or let the injector keep the roster certificate (--roster-secret)",
+                self.controller_url
+            )),
+            (false, true, _) => Err(format!(
+                "the injector keeps a roster certificate but controllerURL {:?} is not https://",
+                self.controller_url
+            )),
+            (_, true, true) => Err(
+                "controllerCA is set and the injector keeps the roster certificate too: choose one"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
     }
 
     fn check(&self) -> std::result::Result<(), String> {
@@ -158,5 +195,47 @@ mod tests {
             err.contains("controllerURL must start with http://"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn roster_tls_needs_exactly_one_way_for_sidecars_to_trust_the_controller() {
+        let plain = SidecarSettings::from_json(MINIMAL, "test").unwrap();
+        let tls =
+            SidecarSettings::from_json(&MINIMAL.replace("http://", "https://"), "test").unwrap();
+        let with_ca = SidecarSettings {
+            controller_ca: Some(CaSource {
+                config_map: "rollcall-ca".into(),
+                key: "ca.crt".into(),
+            }),
+            ..tls.clone()
+        };
+        let err = plain.check_roster_tls(false).unwrap_err();
+        assert!(err.contains("insecurePlaintext is not set"), "{err}");
+        let insecure = SidecarSettings {
+            insecure_plaintext: true,
+            ..plain.clone()
+        };
+        assert!(
+            insecure.check_roster_tls(false).is_ok(),
+            "h2c asked for by name"
+        );
+        let err = SidecarSettings {
+            insecure_plaintext: true,
+            ..tls.clone()
+        }
+        .check_roster_tls(true)
+        .unwrap_err();
+        assert!(err.contains("is https://"), "{err}");
+        assert!(tls.check_roster_tls(true).is_ok(), "the default: managed");
+        assert!(
+            with_ca.check_roster_tls(false).is_ok(),
+            "a CA the chart names"
+        );
+        let err = tls.check_roster_tls(false).unwrap_err();
+        assert!(err.contains("no CA"), "{err}");
+        let err = plain.check_roster_tls(true).unwrap_err();
+        assert!(err.contains("not https://"), "{err}");
+        let err = with_ca.check_roster_tls(true).unwrap_err();
+        assert!(err.contains("choose one"), "{err}");
     }
 }

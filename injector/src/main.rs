@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
+use rollcall_injector::certs::roster::{RosterCertificate, Trust};
 use rollcall_injector::certs::store::{CertStore, Mode};
 use rollcall_injector::certs::{self, CertResolver};
 use rollcall_injector::config::SidecarSettings;
@@ -54,6 +55,14 @@ struct Args {
     webhook: String,
     #[arg(long, value_enum, default_value = "self")]
     certificates: Certificates,
+    /// Keep the controller's roster certificate in this Secret (issued from the injector's
+    /// CA) and hand its CA to every injected sidecar: TLS on the roster channel with nothing
+    /// else to set up. Needs `--certificates self`.
+    #[arg(long, value_name = "SECRET")]
+    roster_secret: Option<String>,
+    /// The controller's Service: the roster certificate covers its DNS names.
+    #[arg(long, default_value = "rollcall-controller")]
+    roster_service: String,
     /// Lifetime of a CA this injector creates.
     #[arg(long, default_value = "87600h", value_parser = humantime::parse_duration)]
     ca_validity: Duration,
@@ -102,6 +111,18 @@ async fn main() -> anyhow::Result<()> {
         logs.init();
     }
     let settings = SidecarSettings::load(&args.config)?;
+    if args.roster_secret.is_some() && matches!(args.certificates, Certificates::External) {
+        anyhow::bail!(
+            "--roster-secret needs --certificates self: with cert-manager, issue the controller's certificate there too and set controllerCA"
+        );
+    }
+    settings
+        .check_roster_tls(args.roster_secret.is_some())
+        .map_err(|message| Error::InvalidConfig {
+            path: args.config.display().to_string(),
+            message,
+        })?;
+    let trust = args.roster_secret.as_ref().map(|_| Trust::default());
     let mut config = kube::Config::infer()
         .await
         .context("no Kubernetes client configuration")?;
@@ -141,13 +162,22 @@ async fn main() -> anyhow::Result<()> {
         },
         resolver: resolver.clone(),
         metrics: metrics.clone(),
+        roster: args.roster_secret.clone().map(|secret| RosterCertificate {
+            secret,
+            names: certs::dns_names(&args.roster_service, &args.namespace),
+        }),
+        trust: trust.clone().unwrap_or_default(),
     };
     let certificates = tokio::spawn(store.run(
         args.resync,
         Duration::from_secs(5),
         stopped(stop_rx.clone()),
     ));
-    let webhook = Arc::new(Webhook { settings, metrics });
+    let webhook = Arc::new(Webhook {
+        settings,
+        metrics,
+        trust,
+    });
     tracing::info!(listen = %args.listen, admin = %args.admin_listen, "serving the injection webhook");
     let server = tokio::spawn(server::serve(
         webhook_listener,

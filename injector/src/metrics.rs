@@ -11,7 +11,9 @@ pub struct Metrics {
     pub admissions: IntCounterVec,
     /// When the certificate being served expires, Unix seconds.
     pub certificate_expiration: IntGauge,
-    /// `what` = certificate | authority.
+    /// When the controller's roster certificate this injector keeps expires, Unix seconds.
+    pub roster_certificate_expiration: IntGauge,
+    /// `what` = certificate | authority | roster.
     pub renewals: IntCounterVec,
 }
 
@@ -31,15 +33,20 @@ impl Metrics {
             "rollcall_injector_certificate_expiration_timestamp_seconds",
             "When the serving certificate in use expires (Unix time)",
         )?;
+        let roster_certificate_expiration = IntGauge::new(
+            "rollcall_injector_roster_certificate_expiration_timestamp_seconds",
+            "When the controller's roster certificate in its Secret expires (Unix time; 0: not kept by the injector)",
+        )?;
         let renewals = IntCounterVec::new(
             Opts::new(
                 "rollcall_injector_certificate_renewals_total",
-                "Certificates this replica issued, by what (certificate, authority)",
+                "Certificates this replica issued, by what (certificate, authority, roster)",
             ),
             &["what"],
         )?;
         registry.register(Box::new(admissions.clone()))?;
         registry.register(Box::new(certificate_expiration.clone()))?;
+        registry.register(Box::new(roster_certificate_expiration.clone()))?;
         registry.register(Box::new(renewals.clone()))?;
         for result in ["injected", "skipped", "refused", "invalid"] {
             admissions.with_label_values(&[result]);
@@ -48,6 +55,7 @@ impl Metrics {
             registry,
             admissions,
             certificate_expiration,
+            roster_certificate_expiration,
             renewals,
         })
     }

@@ -2,6 +2,7 @@
 //! server answers. TLS comes from the `CertResolver`, so a renewed certificate is served from
 //! the next handshake on. Bodies over 3 MiB (the API server's own request limit) are refused.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::certs::roster::Trust;
 use crate::config::SidecarSettings;
 use crate::metrics::Metrics;
 use crate::review;
@@ -29,6 +31,24 @@ const MAX_BODY: usize = 3 * 1024 * 1024;
 pub struct Webhook {
     pub settings: SidecarSettings,
     pub metrics: Metrics,
+    /// The CA bundle sidecars are handed, when the injector keeps the roster certificate.
+    pub trust: Option<Trust>,
+}
+
+// === impl Webhook ===
+
+impl Webhook {
+    /// The settings to inject with now: the file's, with the current CA bundle.
+    pub fn settings_now(&self) -> Cow<'_, SidecarSettings> {
+        match self.trust.as_ref().map(|t| t.load_full()) {
+            Some(Some(bundle)) => {
+                let mut settings = self.settings.clone();
+                settings.controller_ca_pem = Some(bundle.as_ref().clone());
+                Cow::Owned(settings)
+            }
+            _ => Cow::Borrowed(&self.settings),
+        }
+    }
 }
 
 fn respond(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Full<Bytes>> {
@@ -55,7 +75,7 @@ pub async fn handle(webhook: &Webhook, req: Request<Incoming>) -> Response<Full<
                     );
                 }
             };
-            let (outcome, answer) = review::answer(&body, &webhook.settings);
+            let (outcome, answer) = review::answer(&body, &webhook.settings_now());
             webhook
                 .metrics
                 .admissions

@@ -38,8 +38,9 @@ pub const CA_FILE: &str = "/var/run/secrets/rollcall.dev/controller-ca/ca.crt";
 ///
 /// `--shutdown-delay=0s`: see the module header (the application has exited by then).
 /// The token path arrives as `ROLLCALL_TOKEN_FILE` (the sidecar re-reads it at every
-/// reconnect, so the kubelet's rotation is picked up), and the roster TLS CA as
-/// `--controller-ca PATH` (passed only when the chart configures a CA).
+/// reconnect, so the kubelet's rotation is picked up). The roster TLS CA arrives as
+/// `ROLLCALL_CONTROLLER_CA_PEM` when the injector keeps the roster certificate (the default),
+/// or as `--controller-ca PATH` from a ConfigMap the chart names.
 pub fn command_line(
     settings: &SidecarSettings,
     pools: &[PoolPort],
@@ -60,6 +61,9 @@ pub fn command_line(
     );
     if settings.controller_ca.is_some() {
         args.push(format!("--controller-ca={CA_FILE}"));
+    }
+    if settings.insecure_plaintext {
+        args.push("--insecure-plaintext-controller".to_string());
     }
     if let Some(threads) = options.threads {
         args.push(format!("--threads={threads}"));
@@ -83,12 +87,17 @@ pub fn command_line(
         value: Some(value.into()),
         ..Default::default()
     };
-    let env = vec![
+    let mut env = vec![
         field("POD_NAME", "metadata.name"),
         field("POD_NAMESPACE", "metadata.namespace"),
         value("ROLLCALL_LOG", &settings.log_level),
         value("ROLLCALL_TOKEN_FILE", TOKEN_FILE),
     ];
+    if settings.controller_ca.is_none()
+        && let Some(pem) = &settings.controller_ca_pem
+    {
+        env.push(value("ROLLCALL_CONTROLLER_CA_PEM", pem));
+    }
     (args, env)
 }
 

@@ -1,6 +1,7 @@
 //! Golden tests of the injection patch: every `golden/NAME.pod.json` is decided with
 //! `golden/settings.json` (or `NAME.settings.json`) and must give exactly
-//! `golden/NAME.expected.json`; an injected pod, patched, must still read as a Pod with the
+//! `golden/NAME.expected.json` (with `golden/controller-ca.pem` as the CA bundle the injector
+//! hands out when the settings dial `https://` without a CA ConfigMap); an injected pod, patched, must still read as a Pod with the
 //! sidecar first among its init containers. `ROLLCALL_UPDATE_GOLDEN=1 cargo test -p
 //! rollcall-injector --test golden` rewrites the expected files (review the diff).
 
@@ -22,7 +23,14 @@ fn settings_for(case: &str) -> SidecarSettings {
     } else {
         dir().join("settings.json")
     };
-    SidecarSettings::load(&path).unwrap()
+    let mut settings = SidecarSettings::load(&path).unwrap();
+    // As the default install runs: the injector keeps the roster certificate and hands each
+    // sidecar its CA (a fixed test CA here, so the patches stay golden).
+    if settings.controller_ca.is_none() && settings.controller_url.starts_with("https://") {
+        settings.controller_ca_pem =
+            Some(std::fs::read_to_string(dir().join("controller-ca.pem")).unwrap());
+    }
+    settings
 }
 
 fn as_json(decision: &Decision) -> Value {

@@ -200,6 +200,41 @@ class Schema(unittest.TestCase):
         self.assertIn(f"--tls-key-file={mount}/tls.key", args)
         self.assertEqual(pod["volumes"], [{"name": "roster-tls", "secret": {"secretName": "rollcall-controller-tls"}}])
 
+    def test_the_roster_channel_is_tls_by_default_with_the_injectors_certificate(self):
+        docs = kit.documents()
+        named = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+        secret = named[("Secret", "rollcall-controller-tls")]
+        self.assertNotIn("data", secret, "created empty: the injector fills it, upgrades keep it")
+        controller = named[("Deployment", "rollcall-controller")]["spec"]["template"]["spec"]
+        args = controller["containers"][0]["args"]
+        self.assertIn("--tls-cert-file=/var/run/secrets/rollcall.dev/roster-tls/tls.crt", args)
+        self.assertEqual(controller["volumes"],
+                         [{"name": "roster-tls", "secret": {"secretName": "rollcall-controller-tls"}}])
+        injector = named[("Deployment", "rollcall-injector")]["spec"]["template"]["spec"]
+        self.assertIn("--roster-secret=rollcall-controller-tls", injector["containers"][0]["args"])
+        role = named[("Role", "rollcall-injector")]
+        self.assertEqual(role["rules"][0]["resourceNames"], ["rollcall-injector-tls", "rollcall-controller-tls"])
+        settings = json.loads(named[("ConfigMap", "rollcall-injector")]["data"]["sidecar.json"])
+        self.assertEqual(settings["controllerURL"], f"https://rollcall-controller.{kit.NAMESPACE}.svc:8300")
+        self.assertFalse(settings["insecurePlaintext"])
+        self.assertNotIn("appProtocol", named[("Service", "rollcall-controller")]["spec"]["ports"][0])
+
+    def test_plaintext_is_asked_for_by_name_and_tls_without_an_injector_needs_a_certificate(self):
+        self.refused({"injector": {"enabled": False}}, "controller.tls.plaintext=true", "controller.tls.secretName")
+        self.refused({"injector": {"certificates": {"mode": "cert-manager"}}}, "injector.certificates.mode=self")
+        self.refused({"controller": {"tls": {"plaintext": True, "secretName": "x"}},
+                      "sidecar": {"controllerCA": {"configMap": "y"}}}, "choose one")
+        named = {(d["kind"], d["metadata"]["name"]): d for d in kit.documents({"controller": {"tls": {"plaintext": True}}})}
+        self.assertNotIn(("Secret", "rollcall-controller-tls"), named)
+        controller = named[("Deployment", "rollcall-controller")]["spec"]["template"]["spec"]
+        self.assertFalse(any(a.startswith("--tls-") for a in controller["containers"][0]["args"]))
+        injector = named[("Deployment", "rollcall-injector")]["spec"]["template"]["spec"]
+        self.assertFalse(any(a.startswith("--roster-") for a in injector["containers"][0]["args"]))
+        settings = json.loads(named[("ConfigMap", "rollcall-injector")]["data"]["sidecar.json"])
+        self.assertEqual(settings["controllerURL"], f"http://rollcall-controller.{kit.NAMESPACE}.svc:8300")
+        self.assertTrue(settings["insecurePlaintext"])
+        self.assertEqual(named[("Service", "rollcall-controller")]["spec"]["ports"][0]["appProtocol"], "kubernetes.io/h2c")
+
     def test_the_default_values_pass_the_schema(self):
         with open(os.path.join(kit.CHART, "values.yaml")) as f:
             values = yaml.safe_load(f)

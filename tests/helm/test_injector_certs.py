@@ -2,8 +2,8 @@
 installed and the injector running as its ServiceAccount, with lifetimes of seconds: it fills
 the chart's empty Secret and writes its CA into the webhook; it renews the serving certificate
 from the same CA when a third of its life is left; it renews the CA too, keeping the previous
-one in the caBundle while it is valid, and serves a certificate the new bundle verifies. No key
-material reaches its log."""
+one in the caBundle while it is valid, and serves a certificate the new bundle verifies. The
+controller's roster certificate follows in its own Secret. No key material reaches its log."""
 
 import base64
 import os
@@ -32,6 +32,10 @@ class Rotation(unittest.TestCase):
         data = self.cluster.get(f"/api/v1/namespaces/{kit.NAMESPACE}/secrets/rollcall-injector-tls").get("data") or {}
         return {k: base64.b64decode(v).decode() for k, v in data.items()}
 
+    def roster(self):
+        data = self.cluster.get(f"/api/v1/namespaces/{kit.NAMESPACE}/secrets/rollcall-controller-tls").get("data") or {}
+        return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
     def bundle(self):
         webhook = self.cluster.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/rollcall-injector")
         ca_bundle = webhook["webhooks"][0]["clientConfig"].get("caBundle")
@@ -48,13 +52,18 @@ class Rotation(unittest.TestCase):
         port, admin = kit.free_port(), kit.free_port()
         injector = self.procs.start("injector", [
             kit.binary("rollcall-injector"), f"--listen=127.0.0.1:{port}", f"--admin-listen=127.0.0.1:{admin}",
-            f"--config={settings}", f"--namespace={kit.NAMESPACE}",
+            f"--config={settings}", f"--namespace={kit.NAMESPACE}", "--roster-secret=rollcall-controller-tls",
             "--cert-validity=9s", "--ca-validity=15s", "--resync=1s"],
             {"KUBECONFIG": kubeconfig, "RUST_LOG": "debug"})
 
         first = kit.wait_for("the Secret is filled", lambda: self.secret().get("tls.crt") and self.secret(),
                              timeout=30, process=injector)
         self.assertEqual(self.bundle().strip(), first["ca.crt"].strip())
+        # The controller's roster certificate, from the same CA, without the CA key.
+        roster = kit.wait_for("the roster Secret is filled", lambda: (r := self.roster()).get("tls.crt") and r,
+                              timeout=30, process=injector)
+        self.assertEqual(set(roster), {"ca.crt", "tls.crt", "tls.key"})
+        self.assertEqual(roster["ca.crt"].strip(), first["ca.crt"].strip())
 
         renewed = kit.wait_for("the serving certificate is renewed",
                                lambda: (s := self.secret())["tls.crt"] != first["tls.crt"] and s, timeout=30, process=injector)
@@ -67,6 +76,13 @@ class Rotation(unittest.TestCase):
                               timeout=10)
         self.assertIn(rotated["ca.crt"].strip(), bundle)
         self.assertIn(first["ca.crt"].strip(), bundle)
+        # The roster Secret follows the rotation: a certificate from the new CA, and both CAs
+        # for sidecars to trust while the old one is valid.
+        roster_now = kit.wait_for("the roster Secret trusts both CAs", lambda: len(pem_blocks(
+            (r := self.roster())["ca.crt"])) == 2 and r, timeout=10)
+        self.assertIn(rotated["ca.crt"].strip(), roster_now["ca.crt"])
+        self.assertIn(first["ca.crt"].strip(), roster_now["ca.crt"])
+        self.assertNotEqual(roster_now["tls.crt"], roster["tls.crt"])
 
         def serves_the_new_certificate():
             try:
@@ -85,6 +101,8 @@ class Rotation(unittest.TestCase):
         self.assertIn("renewed the webhook's certificate", log)
         self.assertNotIn("PRIVATE KEY", log)
         self.assertNotIn(rotated["tls.key"].splitlines()[1], log)
+        self.assertNotIn(roster_now["tls.key"].splitlines()[1], log)
+        self.assertRegex(metrics, r'rollcall_injector_certificate_renewals_total\{what="roster"\} [2-9]')
 
 
 if __name__ == "__main__":

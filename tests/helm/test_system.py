@@ -87,6 +87,30 @@ def setUpModule():
                    "spec": {"service": {"name": "web", "port": "http"}, "healthCheck": {"type": "None"},
                             "outlierDetection": {"consecutiveGatewayErrors": 3}}})
 
+    config = cluster.get(f"/api/v1/namespaces/{kit.NAMESPACE}/configmaps/rollcall-injector")
+    settings = os.path.join(cluster.dir, "sidecar.json")
+    with open(settings, "w") as f:
+        f.write(config["data"]["sidecar.json"])
+    webhook, webhook_admin = kit.free_port(), kit.free_port()
+    SYSTEM["webhook_url"] = f"https://127.0.0.1:{webhook}"
+    SYSTEM["injector_admin"] = f"http://127.0.0.1:{webhook_admin}"
+    SYSTEM["injector"] = procs.start("injector", [
+        kit.binary("rollcall-injector"), f"--listen=127.0.0.1:{webhook}", f"--admin-listen=127.0.0.1:{webhook_admin}",
+        f"--config={settings}", f"--namespace={kit.NAMESPACE}", *injector_args(), "--resync=2s"],
+        {"KUBECONFIG": injector_kubeconfig, "RUST_LOG": "info"})
+    kit.wait_for("the injector serves a certificate",
+                 lambda: kit.http_get(f"{SYSTEM['injector_admin']}/readyz")[0] == 200, timeout=60,
+                 process=SYSTEM["injector"])
+    # The roster channel is TLS by default: the injector issues the controller's certificate
+    # into rollcall-controller-tls; the controller serves it from files, as the kubelet mounts
+    # the Secret for it.
+    kit.wait_for("the injector issues the roster certificate", lambda: "tls.crt" in (cluster.get(
+        f"/api/v1/namespaces/{kit.NAMESPACE}/secrets/rollcall-controller-tls").get("data") or {}), timeout=60)
+    roster_dir = os.path.join(cluster.dir, "roster-tls")
+    os.makedirs(roster_dir, exist_ok=True)
+    SYSTEM["roster_dir"] = roster_dir
+    SYSTEM["roster_ca"] = mount_roster_secret(cluster, roster_dir)
+
     # The controller's own Pod, which it labels while it leads (--label-leader-pod).
     cluster.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rollcall-controller-0", "namespace": kit.NAMESPACE},
                    "spec": {"serviceAccountName": "rollcall-controller", "containers": [{"name": "controller", "image": "controller"}]}})
@@ -97,7 +121,7 @@ def setUpModule():
         kit.binary("rollcall-controller"), "run", f"--grpc-listen=127.0.0.1:{grpc}",
         f"--metrics-listen=127.0.0.1:{metrics}", "--identity=rollcall-controller-0",
         f"--lease-namespace={kit.NAMESPACE}", "--lease-duration=4s", "--lease-grace=2s", "--restart-grace=1s",
-        "--label-leader-pod"],
+        "--label-leader-pod", *controller_tls_args(roster_dir)],
         {"KUBECONFIG": controller_kubeconfig, "POD_NAME": "rollcall-controller-0", "RUST_LOG": "info"})
     kit.wait_for("the controller leads", lambda: kit.http_get(f"{SYSTEM['controller_metrics']}/readyz")[0] == 200,
                  timeout=60, process=SYSTEM["controller"])
@@ -130,10 +154,10 @@ def setUpModule():
     listen, admin = kit.free_port(), kit.free_port()
     SYSTEM["sidecar_admin"] = f"http://127.0.0.1:{admin}"
     SYSTEM["sidecar"] = procs.start("sidecar", [
-        kit.binary("rollcall-sidecar"), f"--controller=http://127.0.0.1:{grpc}",
+        kit.binary("rollcall-sidecar"), f"--controller=https://127.0.0.1:{grpc}",
         f"--pool=shop/web=127.0.0.1:{listen}", f"--admin-listen=127.0.0.1:{admin}"],
         {"POD_NAME": "client-0", "POD_NAMESPACE": "shop", "ROLLCALL_LOG": "info",
-         "ROLLCALL_TOKEN_FILE": token_file})
+         "ROLLCALL_TOKEN_FILE": token_file, **roster_trust()})
 
     def both_endpoints():
         code, body = kit.http_get(f"{SYSTEM['sidecar_admin']}/endpoints")
@@ -152,23 +176,55 @@ def setUpModule():
         e.get("reason") == "EndpointEjected"
         for e in cluster.get("/apis/events.k8s.io/v1/namespaces/shop/events")["items"]), timeout=30)
 
-    config = cluster.get(f"/api/v1/namespaces/{kit.NAMESPACE}/configmaps/rollcall-injector")
-    settings = os.path.join(cluster.dir, "sidecar.json")
-    with open(settings, "w") as f:
-        f.write(config["data"]["sidecar.json"])
-    webhook, webhook_admin = kit.free_port(), kit.free_port()
-    SYSTEM["webhook_url"] = f"https://127.0.0.1:{webhook}"
-    SYSTEM["injector_admin"] = f"http://127.0.0.1:{webhook_admin}"
-    SYSTEM["injector"] = procs.start("injector", [
-        kit.binary("rollcall-injector"), f"--listen=127.0.0.1:{webhook}", f"--admin-listen=127.0.0.1:{webhook_admin}",
-        f"--config={settings}", f"--namespace={kit.NAMESPACE}"],
-        {"KUBECONFIG": injector_kubeconfig, "RUST_LOG": "info"})
-    kit.wait_for("the injector serves a certificate",
-                 lambda: kit.http_get(f"{SYSTEM['injector_admin']}/readyz")[0] == 200, timeout=60,
-                 process=SYSTEM["injector"])
     SYSTEM["scrapes"] = {name: kit.http_get(f"{url}/metrics")[1] for name, url in [
         ("controller", SYSTEM["controller_metrics"]), ("sidecar", SYSTEM["sidecar_admin"]),
         ("injector", SYSTEM["injector_admin"])]}
+
+
+def rendered_args(name, container):
+    """The args the installed chart gives one container."""
+    deployment = SYSTEM["cluster"].get(f"/apis/apps/v1/namespaces/{kit.NAMESPACE}/deployments/{name}")
+    spec = deployment["spec"]["template"]["spec"]
+    return next(c for c in spec["containers"] if c["name"] == container)["args"]
+
+
+def injector_args():
+    """The chart's injector arguments about the roster certificate (the rest are this machine's)."""
+    return [a for a in rendered_args("rollcall-injector", "injector") if a.startswith("--roster-")]
+
+
+def controller_tls_args(roster_dir):
+    """The chart's --tls-* arguments, with the mount path moved to where the test writes the Secret."""
+    mount = "/var/run/secrets/rollcall.dev/roster-tls"
+    args = [a for a in rendered_args("rollcall-controller", "controller") if a.startswith("--tls-")]
+    assert len(args) == 2, f"the chart serves the roster port without TLS: {args}"
+    return [a.replace(mount, roster_dir) for a in args]
+
+
+def mount_roster_secret(cluster, directory):
+    """Write rollcall-controller-tls's keys as files, as the kubelet does; return its ca.crt."""
+    data = cluster.get(f"/api/v1/namespaces/{kit.NAMESPACE}/secrets/rollcall-controller-tls")["data"]
+    for key in ("tls.crt", "tls.key", "ca.crt"):
+        path = os.path.join(directory, key)
+        with open(path + ".new", "w") as f:
+            f.write(base64.b64decode(data[key]).decode())
+        os.replace(path + ".new", path)
+    return base64.b64decode(data["ca.crt"]).decode()
+
+
+def roster_trust():
+    """What an injected sidecar is given to trust the controller, dialled here by address."""
+    return {"ROLLCALL_CONTROLLER_CA_PEM": SYSTEM["roster_ca"],
+            "ROLLCALL_CONTROLLER_SERVER_NAME": f"rollcall-controller.{kit.NAMESPACE}.svc"}
+
+
+def with_real_ca(golden):
+    """A golden patch with the fixed test CA replaced by the CA this injector hands out."""
+    with open(os.path.join(manifests.GOLDEN, "controller-ca.pem")) as f:
+        fixture = f.read()
+    text = json.dumps(golden)
+    assert json.dumps(fixture)[1:-1] in text, "the golden patch hands sidecars no controller CA"
+    return json.loads(text.replace(json.dumps(fixture)[1:-1], json.dumps(SYSTEM["roster_ca"])[1:-1]))
 
 
 def tearDownModule():
@@ -318,7 +374,7 @@ class Injector(unittest.TestCase):
         self.assertTrue(response["allowed"])
         self.assertEqual(response["patchType"], "JSONPatch")
         with open(os.path.join(manifests.GOLDEN, "one-pool.expected.json")) as f:
-            golden = json.load(f)["patch"]
+            golden = with_real_ca(json.load(f)["patch"])
         self.assertEqual(json.loads(base64.b64decode(response["patch"])), golden)
 
         # The certificate chains to the caBundle and is for the Service's name, as the API
@@ -339,6 +395,61 @@ class Injector(unittest.TestCase):
             refused = json.load(answer)["response"]
         self.assertFalse(refused["allowed"])
         self.assertIn("rollcall.dev/pools: entry 1", refused["status"]["message"])
+
+
+class RosterTLS(unittest.TestCase):
+    """TLS on the roster channel with no configuration: the injector issues the controller's
+    certificate from the CA the API server already trusts for the webhook, the controller
+    serves it, sidecars verify it by the Service's name, and a renewal is served without a
+    restart while the sidecar keeps its roster."""
+
+    def served(self, name):
+        """The certificate (DER) a fresh handshake with the roster port shows for `name`."""
+        checked = ssl.create_default_context(cadata=SYSTEM["roster_ca"])
+        checked.set_alpn_protocols(["h2"])
+        with socket.create_connection(("127.0.0.1", SYSTEM["grpc"]), timeout=10) as raw:
+            with checked.wrap_socket(raw, server_hostname=name) as tls_socket:
+                return tls_socket.getpeercert(binary_form=True)
+
+    def test_the_controller_serves_the_injectors_certificate_and_a_renewal_without_a_restart(self):
+        cluster = SYSTEM["cluster"]
+        path = f"/api/v1/namespaces/{kit.NAMESPACE}/secrets/rollcall-controller-tls"
+        secret = cluster.get(path)
+        self.assertEqual({"ca.crt", "tls.crt", "tls.key"}, set(secret["data"]),
+                         "the roster Secret never holds the CA key")
+        injector_ca = base64.b64decode(cluster.get(
+            f"/api/v1/namespaces/{kit.NAMESPACE}/secrets/rollcall-injector-tls")["data"]["ca.crt"]).decode()
+        self.assertEqual(SYSTEM["roster_ca"].strip(), injector_ca.strip())
+        service_name = f"rollcall-controller.{kit.NAMESPACE}.svc"
+        first = self.served(service_name)
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            self.served("elsewhere.example")
+        # Plaintext h2c on the roster port gets no answer but a TLS alert or a close.
+        with socket.create_connection(("127.0.0.1", SYSTEM["grpc"]), timeout=10) as raw:
+            raw.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            self.assertFalse(raw.recv(64).startswith(b"\x00\x00"), "an HTTP/2 frame over plaintext")
+
+        # Renewal: the Secret loses its pair; the injector issues a new one on its next round,
+        # the kubelet (here: the test) swaps the files, the controller serves it from a fresh
+        # handshake on, and the sidecar still has its roster.
+        secret["data"] = {}
+        cluster.ok("PUT", path, secret)
+        kit.wait_for("the injector issues a new roster certificate", lambda: "tls.crt" in (
+            cluster.get(path).get("data") or {}), timeout=30, process=SYSTEM["injector"])
+        mount_roster_secret(cluster, SYSTEM["roster_dir"])
+        kit.wait_for("the controller serves the renewed certificate", lambda: self.served(service_name) != first,
+                     timeout=40, process=SYSTEM["controller"])
+        code, body = kit.http_get(f"{SYSTEM['sidecar_admin']}/endpoints")
+        self.assertEqual(code, 200)
+        self.assertEqual(sum(len(p["endpoints"]) for p in json.loads(body)["pools"]), 2)
+
+    def test_a_sidecar_refuses_a_plaintext_controller_on_another_host(self):
+        run = subprocess.run([kit.binary("rollcall-sidecar"), "--controller=http://10.255.255.1:8300",
+                              "--pool=shop/web=127.0.0.1:0", "--admin-listen=127.0.0.1:0"],
+                             capture_output=True, text=True, timeout=30,
+                             env={"POD_NAME": "x", "POD_NAMESPACE": "shop", "PATH": os.environ.get("PATH", "")})
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("--insecure-plaintext-controller", run.stderr)
 
 
 def check(*args):
@@ -365,7 +476,7 @@ class InjectedSidecar(unittest.TestCase):
     def start_injected(self, case):
         container = manifests.injected(case)["spec"]["initContainers"][0]
         listen, admin = kit.free_port(), kit.free_port()
-        moved = {"--controller=": f"--controller=http://127.0.0.1:{SYSTEM['grpc']}",
+        moved = {"--controller=": f"--controller=https://127.0.0.1:{SYSTEM['grpc']}",
                  "--admin-listen=": f"--admin-listen=127.0.0.1:{admin}"}
         args = []
         for arg in container["args"]:
@@ -373,7 +484,8 @@ class InjectedSidecar(unittest.TestCase):
             args.append(moved[prefix] if prefix else arg.replace("127.0.0.1:15001", f"127.0.0.1:{listen}"))
         self.assertEqual(len(args), len(container["args"]))
         env = {e["name"]: e.get("value", "") for e in container["env"]}
-        env.update(POD_NAME="web-1", POD_NAMESPACE="shop")
+        self.assertIn("ROLLCALL_CONTROLLER_CA_PEM", env, "the injected sidecar is handed the controller's CA")
+        env.update(POD_NAME="web-1", POD_NAMESPACE="shop", **roster_trust())
         sidecar = SYSTEM["procs"].start(f"injected-sidecar-{case}", [kit.binary("rollcall-sidecar"), *args], env)
         try:
             kit.wait_for("the injected sidecar is ready",
@@ -447,6 +559,16 @@ class Check(unittest.TestCase):
         names = [c["description"] for c in failed]
         self.assertIn("a controller leads (holds a fresh Lease)", names)
         self.assertIn("the controller answers /readyz", names)
+
+
+def load_tests(loader, standard_tests, pattern):
+    """RosterTLS needs a live controller and Check stops it at its end: RosterTLS runs first,
+    the others in the usual order (by class name)."""
+    suite = unittest.TestSuite(loader.loadTestsFromTestCase(RosterTLS))
+    for group in standard_tests:
+        if not any(isinstance(test, RosterTLS) for test in group):
+            suite.addTest(group)
+    return suite
 
 
 if __name__ == "__main__":

@@ -43,14 +43,37 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- end }}
 
-{{/* Roster TLS needs both halves: a controller serving a certificate and sidecars trusting
-its CA (checked where the controller is rendered). */}}
-{{- define "rollcall.checkRosterTLS" -}}
-{{- if and .Values.controller.tls.secretName (empty .Values.sidecar.controllerCA.configMap) -}}
+{{/* How the roster channel is secured: "managed" (the default: the injector issues the
+controller's certificate and hands its CA to sidecars), "secret" (the user's Secret and CA
+ConfigMap) or "plaintext" (asked for by name). Fails on a combination that cannot work. */}}
+{{- define "rollcall.rosterTLS" -}}
+{{- $c := .Values.controller.tls -}}
+{{- $ca := .Values.sidecar.controllerCA.configMap -}}
+{{- if and $c.secretName $c.plaintext -}}
+{{- fail "controller.tls.secretName and controller.tls.plaintext are both set: choose one" -}}
+{{- else if $c.secretName -}}
+{{- if empty $ca -}}
 {{- fail "controller.tls.secretName is set but sidecar.controllerCA.configMap is empty: sidecars need the CA that signed the roster certificate" -}}
 {{- end -}}
-{{- if and (not (empty .Values.sidecar.controllerCA.configMap)) (empty .Values.controller.tls.secretName) (empty .Values.sidecar.controllerURL) -}}
-{{- fail "sidecar.controllerCA.configMap is set but controller.tls.secretName is empty: the controller serves plain h2c without a certificate" -}}
+secret
+{{- else if $ca -}}
+{{- fail "sidecar.controllerCA.configMap is set but controller.tls.secretName is empty: set both to use your own certificate, or neither to let the injector issue one" -}}
+{{- else if $c.plaintext -}}
+plaintext
+{{- else if not (and .Values.injector.enabled (eq .Values.injector.certificates.mode "self")) -}}
+{{- fail "the roster channel is TLS by default with a certificate the injector issues, which needs injector.enabled=true and injector.certificates.mode=self; otherwise set controller.tls.secretName with sidecar.controllerCA.configMap, or controller.tls.plaintext=true (insecure)" -}}
+{{- else -}}
+managed
+{{- end -}}
+{{- end }}
+
+{{/* The Secret the controller serves the roster port from, or nothing in plaintext. */}}
+{{- define "rollcall.rosterSecret" -}}
+{{- $mode := include "rollcall.rosterTLS" . -}}
+{{- if eq $mode "managed" -}}
+rollcall-controller-tls
+{{- else if eq $mode "secret" -}}
+{{ .Values.controller.tls.secretName }}
 {{- end -}}
 {{- end }}
 
@@ -59,7 +82,7 @@ its CA (checked where the controller is rendered). */}}
 {{- if .Values.sidecar.controllerURL -}}
 {{ .Values.sidecar.controllerURL }}
 {{- else -}}
-{{ printf "%s://rollcall-controller.%s.svc:%d" (ternary "https" "http" (not (empty .Values.sidecar.controllerCA.configMap))) .Release.Namespace (int .Values.controller.grpcPort) }}
+{{ printf "%s://rollcall-controller.%s.svc:%d" (ternary "http" "https" (eq (include "rollcall.rosterTLS" .) "plaintext")) .Release.Namespace (int .Values.controller.grpcPort) }}
 {{- end -}}
 {{- end }}
 

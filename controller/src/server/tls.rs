@@ -1,7 +1,8 @@
-//! TLS on the roster port. The certificate and key come from files (a mounted
-//! `kubernetes.io/tls` Secret, e.g. cert-manager's), checked again every `RELOAD_EVERY`: a
-//! renewed pair is served from the next handshake on, a pair that does not load is logged and
-//! the last good one keeps serving. Handshakes run concurrently, each bounded by
+//! TLS on the roster port. The certificate and key come from files (a mounted Secret: the
+//! one the injector issues by default, or cert-manager's), checked again every
+//! `RELOAD_EVERY`: a renewed pair is served from the next handshake on, a pair that does not
+//! load is logged and the last good one keeps serving. Until a first pair loads, handshakes
+//! fail and `/readyz` says so. Handshakes run concurrently, each bounded by
 //! `HANDSHAKE_TIMEOUT`, so a client that connects and says nothing holds only its own task;
 //! finished connections are handed to the server (`transport`) as its incoming stream.
 
@@ -60,16 +61,22 @@ pub struct RosterTls {
 // === impl RosterTls ===
 
 impl RosterTls {
-    /// Load the pair once; the process does not start with a pair it cannot serve.
-    pub fn load(files: TlsFiles) -> Result<Self, TlsError> {
+    /// Serve whatever the files hold once they hold a pair that loads: until then every
+    /// handshake fails (the client retries) and `waiting_for` says why. This is the first
+    /// start of a chart-managed install, where the injector issues the certificate into a
+    /// Secret the kubelet has already mounted empty.
+    pub fn start(files: TlsFiles) -> Result<(Self, Option<TlsError>), TlsError> {
         let resolver = Arc::new(CertResolver::default());
-        reload(&resolver, &files)?;
+        let waiting_for = reload(&resolver, &files).err();
         let config = resolver.server_config(&[b"h2"])?;
-        Ok(Self {
-            files,
-            resolver,
-            config,
-        })
+        Ok((
+            Self {
+                files,
+                resolver,
+                config,
+            },
+            waiting_for,
+        ))
     }
 
     /// Check the files every `every` until dropped; log what changed or what failed.
@@ -82,7 +89,7 @@ impl RosterTls {
             match reload(&self.resolver, &self.files) {
                 Ok(true) => {
                     failing = false;
-                    tracing::info!(cert = %self.files.cert.display(), "roster TLS certificate renewed");
+                    tracing::info!(cert = %self.files.cert.display(), "roster TLS certificate loaded");
                 }
                 Ok(false) => failing = false,
                 Err(error) if !failing => {
@@ -197,30 +204,35 @@ mod tests {
     }
 
     #[test]
-    fn starts_only_with_a_pair_it_can_serve_naming_the_files() {
+    fn starts_without_a_pair_says_why_naming_the_files_and_serves_one_written_later() {
         let dir = tempfile::tempdir().unwrap();
         let missing = TlsFiles {
             cert: dir.path().join("none.crt"),
             key: dir.path().join("none.key"),
         };
-        let error = RosterTls::load(missing).unwrap_err().to_string();
+        let (tls, why) = RosterTls::start(missing).unwrap();
+        assert!(!tls.resolver.is_loaded());
+        let error = why.unwrap().to_string();
         assert!(error.contains("none.crt"), "{error}");
         let files = write_pair(dir.path(), "rollcall-controller.rollcall-system.svc");
         std::fs::write(&files.key, "garbage").unwrap();
-        let error = RosterTls::load(files.clone()).unwrap_err().to_string();
+        let (tls, why) = RosterTls::start(files.clone()).unwrap();
+        let error = why.unwrap().to_string();
         assert!(
             error.contains("tls.key") && error.contains("not PEM"),
             "{error}"
         );
-        let files = write_pair(dir.path(), "rollcall-controller.rollcall-system.svc");
-        assert!(RosterTls::load(files).unwrap().resolver.is_loaded());
+        write_pair(dir.path(), "rollcall-controller.rollcall-system.svc");
+        assert!(reload(&tls.resolver, &files).unwrap());
+        assert!(tls.resolver.is_loaded());
     }
 
     #[test]
     fn a_renewed_pair_is_loaded_and_a_broken_one_keeps_the_last_good() {
         let dir = tempfile::tempdir().unwrap();
         let files = write_pair(dir.path(), "a.example");
-        let tls = RosterTls::load(files.clone()).unwrap();
+        let (tls, why) = RosterTls::start(files.clone()).unwrap();
+        assert!(why.is_none());
         assert!(!reload(&tls.resolver, &files).unwrap(), "unchanged");
         write_pair(dir.path(), "b.example");
         assert!(reload(&tls.resolver, &files).unwrap(), "renewed");

@@ -20,7 +20,7 @@ use rollcall_api::roster::{PoolRef, Refusal, SidecarId};
 use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::Channel;
 
 use crate::config::SidecarConfig;
 use crate::runtime::Runtime;
@@ -28,6 +28,7 @@ use crate::runtime::Runtime;
 mod backoff;
 mod book;
 mod credentials;
+mod dial;
 mod health;
 mod report;
 mod watch;
@@ -35,6 +36,7 @@ mod watch;
 pub use backoff::Backoff;
 pub use book::{Book, Outcome};
 pub use credentials::{Credentials, TokenError};
+pub use dial::ControllerCa;
 pub use health::{HealthFacts, pool_health};
 
 /// Largest roster message accepted from the controller (one pool's complete roster).
@@ -68,8 +70,13 @@ pub struct RosterOptions {
     /// The projected ServiceAccount token presented on every call (`None`: none, for a
     /// controller run with `--insecure-no-auth`).
     pub token_file: Option<PathBuf>,
-    /// The CA that signed the controller's roster certificate (PEM); needed for `https://`.
-    pub controller_ca: Option<PathBuf>,
+    /// The CA that signed the controller's roster certificate; needed for `https://`.
+    pub controller_ca: Option<ControllerCa>,
+    /// The name the controller's certificate must carry when the URL's host is not it (the
+    /// controller dialled by address).
+    pub controller_server_name: Option<String>,
+    /// Dial an `http://` controller that is not on this host (refused otherwise).
+    pub insecure_plaintext: bool,
 }
 
 /// Why the controller options were refused.
@@ -87,17 +94,23 @@ pub enum OptionsError {
         "--controller {0:?} is https://: give the CA that signed its certificate with --controller-ca"
     )]
     NoCa(String),
-    #[error("--controller-ca is given but --controller {0:?} is not https://")]
+    #[error("a controller CA or server name is given but --controller {0:?} is not https://")]
     CaWithoutTls(String),
+    #[error(
+        "--controller {0:?} is plaintext to another host: anyone on the path would read this pod's token and could answer as the controller. Use https:// with --controller-ca (the chart does by default), or pass --insecure-plaintext-controller to accept that"
+    )]
+    Plaintext(String),
     #[error("cannot read --controller-ca {path}: {source}")]
     ReadCa {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("--controller-ca {path}: {source}")]
+    #[error("the controller CA from {0} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")]
+    CaNotPem(String),
+    #[error("the controller CA from {origin}: {source}")]
     Tls {
-        path: PathBuf,
+        origin: String,
         #[source]
         source: tonic::transport::Error,
     },
@@ -157,6 +170,8 @@ impl RosterOptions {
             connect_timeout: Duration::from_secs(2),
             token_file: None,
             controller_ca: None,
+            controller_server_name: None,
+            insecure_plaintext: false,
         }
     }
 
@@ -179,36 +194,12 @@ impl RosterOptions {
                 });
             }
         }
-        let tls = self.controller.starts_with("https://");
-        if !tls && !self.controller.starts_with("http://") {
-            return Err(OptionsError::Scheme(self.controller.clone()));
-        }
-        let mut endpoint = Endpoint::from_shared(self.controller.clone()).map_err(|source| {
-            OptionsError::Controller {
-                url: self.controller.clone(),
-                source,
-            }
+        let endpoint = dial::endpoint(dial::Dial {
+            controller: &self.controller,
+            ca: self.controller_ca.as_ref(),
+            server_name: self.controller_server_name.as_deref(),
+            insecure_plaintext: self.insecure_plaintext,
         })?;
-        match (&self.controller_ca, tls) {
-            (None, true) => return Err(OptionsError::NoCa(self.controller.clone())),
-            (Some(_), false) => return Err(OptionsError::CaWithoutTls(self.controller.clone())),
-            (None, false) => {}
-            (Some(path), true) => {
-                let pem = std::fs::read(path).map_err(|source| OptionsError::ReadCa {
-                    path: path.clone(),
-                    source,
-                })?;
-                // Only this CA is trusted: the roster certificate is the cluster's own, not
-                // a public one.
-                let config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem));
-                endpoint = endpoint
-                    .tls_config(config)
-                    .map_err(|source| OptionsError::Tls {
-                        path: path.clone(),
-                        source,
-                    })?;
-            }
-        }
         let endpoint = endpoint
             .connect_timeout(self.connect_timeout)
             .http2_keep_alive_interval(Duration::from_secs(10))
@@ -273,7 +264,7 @@ mod tests {
         assert!(matches!(tls.channel(), Err(OptionsError::Scheme(_))));
         tls.controller = "https://controller:9090".into();
         assert!(matches!(tls.channel(), Err(OptionsError::NoCa(_))));
-        tls.controller_ca = Some("/nonexistent/ca.crt".into());
+        tls.controller_ca = Some(ControllerCa::File("/nonexistent/ca.crt".into()));
         assert!(matches!(tls.channel(), Err(OptionsError::ReadCa { .. })));
         tls.controller = "http://controller:9090".into();
         assert!(matches!(tls.channel(), Err(OptionsError::CaWithoutTls(_))));

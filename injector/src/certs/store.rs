@@ -20,6 +20,7 @@ use serde_json::json;
 
 use super::issue::{self, Issued};
 use super::plan::{self, Plan};
+use super::roster::{self, RosterCertificate, Trust};
 use super::{CA_CERT, CA_KEY, CertResolver, Material, PREVIOUS_CA_CERT, TLS_CERT, TLS_KEY};
 use crate::metrics::Metrics;
 use crate::{Error, Result};
@@ -49,6 +50,10 @@ pub struct CertStore {
     pub mode: Mode,
     pub resolver: Arc<CertResolver>,
     pub metrics: Metrics,
+    /// The controller's roster certificate, issued from this CA (self-managed mode only).
+    pub roster: Option<RosterCertificate>,
+    /// Where the CA bundle injected sidecars trust is published for the webhook.
+    pub trust: Trust,
 }
 
 fn now_unix() -> i64 {
@@ -92,18 +97,47 @@ fn write(secret: &mut Secret, m: &Material) {
     secret.string_data = None;
 }
 
+/// The previous CA with its validity, when the material keeps one that parses.
+fn previous_ca(material: &Material) -> Option<(&str, plan::Validity)> {
+    material
+        .previous_ca_cert
+        .as_deref()
+        .and_then(|pem| issue::validity(pem).ok().map(|v| (pem, v)))
+}
+
+/// The CAs a client of this material must trust at `now` (current, then previous).
+fn trusted_bundle(material: &Material, now: i64) -> Option<String> {
+    let ca = material.ca_cert.as_deref()?;
+    Some(plan::bundle(ca, previous_ca(material), now))
+}
+
 // === impl CertStore ===
 
 impl CertStore {
-    /// One round: read, renew if due, keep the bundle right, serve.
+    /// One round: read, renew if due, keep the bundle right, publish the sidecars' trust,
+    /// serve, then keep the controller's roster certificate (its failure does not stop the
+    /// webhook serving).
     pub async fn sync(&self, now: i64) -> Result<()> {
-        let mut secret = self.secrets.get(&self.secret).await.map_err(|e| match e {
+        let material = self.sync_webhook(now).await?;
+        if let (Some(roster), Mode::SelfManaged { cert_validity, .. }) = (&self.roster, self.mode) {
+            self.sync_roster(roster, &material, now, cert_validity)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn get_secret(&self, name: &str) -> Result<Secret> {
+        self.secrets.get(name).await.map_err(|e| match e {
             kube::Error::Api(s) if s.code == 404 => Error::Certificate(format!(
-                "Secret {} not found in the injector's namespace (the chart creates it)",
-                self.secret
+                "Secret {name} not found in the injector's namespace (the chart creates it)"
             )),
             e => Error::Kube(e),
-        })?;
+        })
+    }
+
+    /// The webhook's round; returns the material it serves from.
+    async fn sync_webhook(&self, now: i64) -> Result<Material> {
+        let mut secret = self.get_secret(&self.secret).await?;
         let stored = read(&secret);
         let material = match self.mode {
             Mode::External => stored,
@@ -132,6 +166,14 @@ impl CertStore {
                 }
             }
         };
+        // Published before the webhook first serves, so no pod is injected without it.
+        if self.roster.is_some()
+            && let Some(bundle) = trusted_bundle(&material, now)
+            && self.trust.load().as_deref() != Some(&bundle)
+        {
+            self.trust.store(Some(Arc::new(bundle)));
+            tracing::info!("injected sidecars now trust the current CA bundle");
+        }
         let (Some(cert), Some(key)) = (&material.cert, &material.key) else {
             return Err(Error::Certificate(format!(
                 "Secret {} holds no tls.crt and tls.key yet",
@@ -145,6 +187,62 @@ impl CertStore {
                 not_after = validity.not_after,
                 "serving the certificate from the Secret"
             );
+        }
+        Ok(material)
+    }
+
+    /// Keep the roster Secret holding a certificate from the current CA and the bundle.
+    async fn sync_roster(
+        &self,
+        roster: &RosterCertificate,
+        material: &Material,
+        now: i64,
+        validity: Duration,
+    ) -> Result<()> {
+        let (Some(cert), Some(key), Some(bundle)) = (
+            &material.ca_cert,
+            &material.ca_key,
+            trusted_bundle(material, now),
+        ) else {
+            return Err(Error::Certificate(
+                "no CA to issue the roster certificate from".into(),
+            ));
+        };
+        let authority = Issued {
+            cert: cert.clone(),
+            key: key.clone(),
+        };
+        let mut secret = self.get_secret(&roster.secret).await?;
+        let stored = read(&secret);
+        let Some(desired) =
+            roster::desired(&authority, &bundle, &stored, &roster.names, now, validity)?
+        else {
+            if let Some(cert) = &stored.cert {
+                let validity = issue::validity(cert)?;
+                self.metrics
+                    .roster_certificate_expiration
+                    .set(validity.not_after);
+            }
+            return Ok(());
+        };
+        write(&mut secret, &desired);
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        self.secrets
+            .replace(&roster.secret, &params, &secret)
+            .await?;
+        if desired.cert != stored.cert {
+            self.metrics.renewals.with_label_values(&["roster"]).inc();
+        }
+        if let Some(cert) = &desired.cert {
+            let validity = issue::validity(cert)?;
+            self.metrics
+                .roster_certificate_expiration
+                .set(validity.not_after);
+            tracing::info!(secret = %roster.secret, not_after = validity.not_after,
+                "wrote the controller's roster certificate");
         }
         Ok(())
     }
@@ -203,11 +301,7 @@ impl CertStore {
         let Some(ca) = &material.ca_cert else {
             return Ok(());
         };
-        let previous = material
-            .previous_ca_cert
-            .as_deref()
-            .and_then(|pem| issue::validity(pem).ok().map(|v| (pem, v)));
-        let desired = plan::bundle(ca, previous, now).into_bytes();
+        let desired = plan::bundle(ca, previous_ca(material), now).into_bytes();
         let config = self.webhooks.get(&self.webhook).await?;
         let mut operations = Vec::new();
         for (index, hook) in config.webhooks.iter().flatten().enumerate() {
