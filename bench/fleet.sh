@@ -6,7 +6,7 @@
 #   ./bench/fleet.sh                       # 1,000 sidecars x 10,000 endpoints, one pool and 100 pools
 #   SIDECARS=200 ENDPOINTS=2000 ./bench/fleet.sh
 #   AUTH=0 ./bench/fleet.sh                # sidecars without tokens (controller --insecure-no-auth)
-#   TLS=1 ./bench/fleet.sh                 # the roster port over TLS, as a cluster runs it
+#   TLS=0 ./bench/fleet.sh                 # plaintext roster port (the default is TLS, as installed)
 #   CONTROLLER=/tmp/old-controller ./bench/fleet.sh   # another controller build
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +29,9 @@ fleet="$target/release/rollcall-fleet"
 # AUTH=0: sidecars present no tokens and the controller runs --insecure-no-auth.
 auth=()
 if [ "${AUTH:-1}" = 0 ]; then auth=(--no-auth); fi
-# TLS=1: the controller serves a self-signed certificate for localhost; the sidecars verify it.
-if [ "${TLS:-0}" = 1 ]; then auth+=(--tls); fi
+# TLS (the default, as the chart installs it): the controller serves a self-signed certificate
+# for localhost; the sidecars verify it. TLS=0: plaintext h2c.
+if [ "${TLS:-1}" = 1 ]; then auth+=(--tls); fi
 "$fleet" run --scenario one-pool --sidecars "$SIDECARS" --endpoints "$ENDPOINTS" --pools 1 \
   --changes "$CHANGES" "${auth[@]}"
 "$fleet" run --scenario 100-pools --sidecars "$SIDECARS" --endpoints "$ENDPOINTS" --pools 100 \
