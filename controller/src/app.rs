@@ -195,7 +195,12 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
         }
         None => (None, None, None),
     };
-    let state = State::new(Metrics::new()?, closing_rx.clone(), auth);
+    let state = State::new(
+        Metrics::new()?,
+        closing_rx.clone(),
+        auth,
+        options.limits.grant_recheck,
+    );
     let readiness = Arc::new(Readiness {
         certificate,
         ..Readiness::default()

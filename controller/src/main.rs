@@ -71,6 +71,11 @@ struct RunArgs {
     /// pods in that namespace.
     #[arg(long)]
     label_leader_pod: bool,
+    /// How often an open Watch re-checks the RBAC grants behind its pools of other namespaces
+    /// (an allowed answer is cached as long): a withdrawn grant ends the stream within twice
+    /// this.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    grant_recheck: Duration,
     /// Do not authenticate sidecars (trust the identity they claim): local development only.
     #[arg(long, env = "ROLLCALL_INSECURE_NO_AUTH")]
     insecure_no_auth: bool,
@@ -164,7 +169,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             status_write_burst: args.status_writes_per_second.saturating_mul(2),
             ..Settings::default()
         },
-        limits: Limits::default(),
+        limits: Limits {
+            grant_recheck: args.grant_recheck,
+            ..Limits::default()
+        },
         tls: args
             .tls_cert_file
             .zip(args.tls_key_file)

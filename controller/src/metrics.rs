@@ -49,7 +49,7 @@ pub struct Metrics {
     /// Request messages refused before they were read, `reason` = too_large.
     pub messages_refused: IntCounterVec,
     /// Streams the controller ended for a reason of its own, `reason` = max_age |
-    /// token_expired.
+    /// token_expired | access_withdrawn.
     pub streams_ended: IntCounterVec,
 }
 

@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rollcall_api::proto::encoded::v1::roster_server::RosterServer;
 use tokio::net::TcpListener;
@@ -26,6 +27,7 @@ mod admit;
 pub mod auth;
 pub mod authz;
 pub mod gate;
+pub mod grants;
 pub mod identity;
 mod service;
 pub mod sessions;
@@ -53,6 +55,9 @@ pub struct Limits {
     pub max_encoding_message_size: usize,
     /// Pools one `Watch` may name.
     pub max_pools_per_watch: usize,
+    /// How often a Watch re-checks its cross-namespace grants (and how long an allowed answer
+    /// is cached): a withdrawn RoleBinding ends the stream within twice this.
+    pub grant_recheck: Duration,
 }
 
 impl Default for Limits {
@@ -63,6 +68,7 @@ impl Default for Limits {
             max_report: 4 * 1024 * 1024,
             max_encoding_message_size: 64 * 1024 * 1024,
             max_pools_per_watch: 256,
+            grant_recheck: Duration::from_secs(60),
         }
     }
 }
@@ -113,13 +119,20 @@ pub struct State {
 
 impl State {
     /// Fresh state; `closing` ends every open stream when it turns true.
-    pub fn new(metrics: Metrics, closing: watch::Receiver<bool>, mode: auth::Mode) -> Self {
+    pub fn new(
+        metrics: Metrics,
+        closing: watch::Receiver<bool>,
+        mode: auth::Mode,
+        grant_recheck: Duration,
+    ) -> Self {
         Self {
             hub: Arc::new(RosterHub::new()),
             reports: Arc::new(ReportStore::new()),
             metrics: metrics.clone(),
             closing,
-            authz: Arc::new(authz::Authorizer::with_metrics(&mode, metrics.clone())),
+            authz: Arc::new(
+                authz::Authorizer::with_metrics(&mode, metrics.clone()).allowing_for(grant_recheck),
+            ),
             zones: Arc::new(match &mode {
                 auth::Mode::TokenReview { client, .. } => zones::Zones::new(client.clone()),
                 auth::Mode::Insecure => zones::Zones::default(),
@@ -132,7 +145,12 @@ impl State {
     /// State whose streams never close by themselves and whose callers are not authenticated
     /// (tests).
     pub fn open(metrics: Metrics) -> Self {
-        Self::new(metrics, watch::channel(false).1, auth::Mode::Insecure)
+        Self::new(
+            metrics,
+            watch::channel(false).1,
+            auth::Mode::Insecure,
+            Limits::default().grant_recheck,
+        )
     }
 
     /// Resolves once the process is shutting down (never, when nobody can close it).

@@ -49,6 +49,7 @@ async fn shutdown_ends_streams_closes_the_port_and_returns_when_connections_are_
         Metrics::new().unwrap(),
         closing.clone(),
         auth::Mode::Insecure,
+        Limits::default().grant_recheck,
     );
     state.hub.mark_synced(1, []);
     state.hub.publish(&pool("web"), roster(3), 100).unwrap();

@@ -46,9 +46,15 @@ async fn world(test: &str) -> World {
         .to_string(),
     ];
     let (api, backends) = demo_api(&dir, "sidecar-auth-test", &more).await.unwrap();
-    let mut controller = Controller::start(&api.kubeconfig, "rollcall-controller-0", &dir, &[])
-        .await
-        .unwrap();
+    // Grants are re-checked every second here (a minute by default), so a withdrawal shows.
+    let mut controller = Controller::start(
+        &api.kubeconfig,
+        "rollcall-controller-0",
+        &dir,
+        &["--grant-recheck=1s".to_string()],
+    )
+    .await
+    .unwrap();
     controller.wait_ready(PATIENCE).await.unwrap();
     World {
         api,
@@ -254,6 +260,42 @@ subjects:
         }
         other => panic!("expected checkout to be NOT_PERMITTED, got {other:?}"),
     }
+
+    // `shop` withdraws the grant: the open stream ends, saying why, within twice the re-check
+    // interval, and a new one is refused.
+    let client = rollcall_testkit::system::client_for(&world.api.kubeconfig)
+        .await
+        .unwrap();
+    let bindings: kube::Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        kube::Api::namespaced(client, "shop");
+    bindings
+        .delete("front-client-reads-web-pool", &Default::default())
+        .await
+        .unwrap();
+    let ended = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match stream.message().await {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the stream ended without a status"),
+                Err(status) => return status,
+            }
+        }
+    })
+    .await
+    .expect("the stream outlived the withdrawn grant");
+    assert_eq!(ended.code(), Code::PermissionDenied, "{ended:?}");
+    assert!(
+        ended.message().contains("withdrawn") && ended.message().contains("shop/web-canary"),
+        "{ended:?}"
+    );
+    let metrics = rollcall_testkit::client::get(world.controller.metrics, "/metrics")
+        .await
+        .unwrap()
+        .text();
+    assert!(
+        metrics.contains(r#"rollcall_controller_streams_ended_total{reason="access_withdrawn"} 1"#),
+        "{metrics}"
+    );
 }
 
 /// One report stream, fed by a channel.

@@ -5,7 +5,7 @@
 //! RoleBinding in the pool's namespace, asked with a `SubjectAccessReview` — so cross-namespace
 //! access is granted the way every other Kubernetes permission is, by the pool's owners.
 //! Answers are cached (a minute when allowed, ten seconds when denied, so a new RoleBinding
-//! takes effect soon; least recently used out when full); every review has a timeout, and at
+//! takes effect soon; least recently used out when full; open streams ask again, `grants`); every review has a timeout, and at
 //! most `CONCURRENT_REVIEWS` are in flight over all callers. Without authentication every pool
 //! may be watched.
 
@@ -45,6 +45,8 @@ pub struct Authorizer {
     cache: Mutex<LruCache<Question, (bool, Instant)>>,
     reviews: tokio::sync::Semaphore,
     metrics: Option<Metrics>,
+    /// How long an allowed answer is kept.
+    allowed_for: Duration,
 }
 
 impl std::fmt::Debug for Authorizer {
@@ -103,6 +105,15 @@ impl Authorizer {
             )),
             reviews: tokio::sync::Semaphore::new(CONCURRENT_REVIEWS),
             metrics: None,
+            allowed_for: ALLOWED_FOR,
+        }
+    }
+
+    /// Keep allowed answers for `lifetime` instead of a minute (`Limits::grant_recheck`).
+    pub fn allowing_for(self, lifetime: Duration) -> Self {
+        Self {
+            allowed_for: lifetime,
+            ..self
         }
     }
 
@@ -193,7 +204,11 @@ impl Authorizer {
         };
         let now = Instant::now();
         let mut cache = self.cache.lock();
-        let lifetime = if allowed { ALLOWED_FOR } else { DENIED_FOR };
+        let lifetime = if allowed {
+            self.allowed_for
+        } else {
+            DENIED_FOR.min(self.allowed_for)
+        };
         cache.put(question, (allowed, now + lifetime));
         Ok(allowed)
     }

@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use super::admit::admit;
 use super::gate::Admitted;
+use super::grants;
 use super::sessions::{PodKey, Sessions};
 use super::{Caller, Limits, State};
 use crate::roster::hub::Published;
@@ -220,6 +221,7 @@ impl encoded::roster_server::Roster for RosterService {
             .snapshot_seconds
             .observe(started.elapsed().as_secs_f64());
         // One Watch per pod: a newer one ends this one.
+        let granted = grants::granted(caller.verified.as_ref(), &allowed);
         let session = caller
             .pod(Some(&request.sidecar))
             .map(|pod| (pod.clone(), self.state.sessions.begin_watch(pod, allowed)));
@@ -250,6 +252,12 @@ impl encoded::roster_server::Roster for RosterService {
         // Why the controller ended the stream itself, when it did (connection age, token).
         let ended_why: Arc<parking_lot::Mutex<Option<Status>>> = Arc::default();
         let ended = ended_why.clone();
+        let withdrawn = grants::withdrawn(
+            self.state.authz.clone(),
+            caller.verified.clone(),
+            granted,
+            self.limits.grant_recheck,
+        );
         let closed = async move {
             let newer = async {
                 let ended = match &mut superseded {
@@ -266,6 +274,10 @@ impl encoded::roster_server::Roster for RosterService {
                 (status, why) = admitted.must_end() => {
                     state.metrics.streams_ended.with_label_values(&[why]).inc();
                     tracing::debug!(reason = why, "watch ended by the controller");
+                    *ended.lock() = Some(status);
+                }
+                status = withdrawn => {
+                    state.metrics.streams_ended.with_label_values(&[grants::WITHDRAWN]).inc();
                     *ended.lock() = Some(status);
                 }
             }

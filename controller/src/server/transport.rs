@@ -86,7 +86,7 @@ where
 }
 
 /// `age`, moved by a random amount of up to a tenth either way.
-fn jittered(age: Duration) -> Duration {
+pub(crate) fn jittered(age: Duration) -> Duration {
     use std::hash::BuildHasher;
     let random = std::collections::hash_map::RandomState::new().hash_one(0u8);
     let tenth = age / 10;
