@@ -19,6 +19,9 @@ pub use rollcall_api::tls::CertResolver;
 pub const CA_CERT: &str = "ca.crt";
 pub const CA_KEY: &str = "ca.key";
 pub const PREVIOUS_CA_CERT: &str = "ca-previous.crt";
+/// Kept so the roster certificate can be issued from the CA every running sidecar trusts
+/// until the previous CA is near its end (`roster::signer`).
+pub const PREVIOUS_CA_KEY: &str = "ca-previous.key";
 pub const TLS_CERT: &str = "tls.crt";
 pub const TLS_KEY: &str = "tls.key";
 
@@ -28,6 +31,7 @@ pub struct Material {
     pub ca_cert: Option<String>,
     pub ca_key: Option<String>,
     pub previous_ca_cert: Option<String>,
+    pub previous_ca_key: Option<String>,
     pub cert: Option<String>,
     pub key: Option<String>,
 }

@@ -175,6 +175,7 @@ mod tests {
             cert: Some(leaf.cert),
             key: Some(leaf.key),
             previous_ca_cert: None,
+            previous_ca_key: None,
         };
         let facts = facts(&material);
         assert_eq!(facts.ca.unwrap().not_after, now + 3650 * DAY as i64);
@@ -200,6 +201,7 @@ mod tests {
             cert: Some(leaf.cert),
             key: Some(leaf.key),
             previous_ca_cert: None,
+            previous_ca_key: None,
         };
         assert!(!facts(&material).leaf.unwrap().signed_by_ca);
     }
@@ -212,6 +214,7 @@ mod tests {
             cert: Some("nope".into()),
             key: Some("nope".into()),
             previous_ca_cert: None,
+            previous_ca_key: None,
         };
         assert_eq!(facts(&material), Facts::default());
     }

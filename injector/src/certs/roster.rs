@@ -10,7 +10,13 @@
 //! namespace's ConfigMaps, and copying one into every namespace needs cluster-wide write access.
 //! Linkerd hands its trust anchors to proxies the same way.
 //!
-//! The decision is pure (`desired`); `CertStore` does the I/O.
+//! Rotation: sidecars read their CA bundle at start, so one injected before the CA was renewed
+//! trusts only the previous CA. The roster certificate is therefore issued from the previous
+//! CA for as long as that CA outlives a whole certificate (`signer`), and from the current one
+//! after: a sidecar stops trusting the controller only if it runs longer than the overlap
+//! (a third of the CA's ten years, less one certificate lifetime).
+//!
+//! The decisions are pure (`signer`, `desired`); `CertStore` does the I/O.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +39,25 @@ pub struct RosterCertificate {
     pub names: Vec<String>,
 }
 
+/// The CA to issue the roster certificate from at `now`: the previous one (which every sidecar
+/// injected in either CA's lifetime trusts) while it outlives a certificate of `validity`
+/// issued now, else the current one.
+pub fn signer<'a>(
+    current: &'a Issued,
+    previous: Option<&'a Issued>,
+    now: i64,
+    validity: Duration,
+) -> &'a Issued {
+    let lifetime = i64::try_from(validity.as_secs()).unwrap_or(i64::MAX / 4);
+    previous
+        .filter(|p| p.cert.trim() != current.cert.trim())
+        .filter(|p| {
+            issue::validity(&p.cert)
+                .is_ok_and(|v| v.valid_at(now) && v.not_after > now.saturating_add(lifetime))
+        })
+        .unwrap_or(current)
+}
+
 /// What the roster Secret must hold given the injector's `authority` (its current CA) and the
 /// `bundle` sidecars trust, or `None` when `stored` already does. The leaf is renewed on the
 /// same rules as the webhook's (a third of its life left, wrong names, not signed by the
@@ -49,6 +74,7 @@ pub fn desired(
         ca_cert: Some(authority.cert.clone()),
         ca_key: Some(authority.key.clone()),
         previous_ca_cert: None,
+        previous_ca_key: None,
         cert: stored.cert.clone(),
         key: stored.key.clone(),
     };
@@ -67,6 +93,7 @@ pub fn desired(
         ca_cert: Some(bundle.to_owned()),
         ca_key: None,
         previous_ca_cert: None,
+        previous_ca_key: None,
         cert: Some(cert),
         key: Some(key),
     };
@@ -194,5 +221,63 @@ mod tests {
             .unwrap()
             .expect("a leaf for other names is replaced");
         assert_ne!(renamed.cert, ours.cert);
+    }
+
+    #[test]
+    fn after_a_ca_renewal_the_previous_ca_signs_while_it_outlives_a_certificate() {
+        // The previous CA has 400 days left, the new one ten years.
+        let previous =
+            issue::new_authority(NOW - 3000 * DAY, Duration::from_secs(3400 * DAY as u64)).unwrap();
+        let current = authority(NOW);
+        let leaf = leaf_days();
+        assert_eq!(
+            signer(&current, Some(&previous), NOW, leaf).cert,
+            previous.cert
+        );
+        assert_eq!(
+            signer(&current, Some(&previous), NOW + 309 * DAY, leaf).cert,
+            previous.cert,
+            "91 days left: still outlives a 90-day certificate"
+        );
+        assert_eq!(
+            signer(&current, Some(&previous), NOW + 311 * DAY, leaf).cert,
+            current.cert,
+            "89 days left: the current CA takes over"
+        );
+        assert_eq!(signer(&current, None, NOW, leaf).cert, current.cert);
+        assert_eq!(
+            signer(&current, Some(&current), NOW, leaf).cert,
+            current.cert
+        );
+
+        // A leaf from the previous CA is kept while it signs, replaced once it no longer does.
+        let bundle = format!("{}{}", current.cert, previous.cert);
+        let from_previous = desired(
+            &previous,
+            &bundle,
+            &Material::default(),
+            &names(),
+            NOW,
+            leaf,
+        )
+        .unwrap()
+        .unwrap();
+        let later = NOW + 311 * DAY;
+        let next = desired(
+            signer(&current, Some(&previous), later, leaf),
+            &bundle,
+            &from_previous,
+            &names(),
+            later,
+            leaf,
+        )
+        .unwrap()
+        .expect("the current CA's turn: a new leaf");
+        let seen = Material {
+            ca_cert: Some(current.cert.clone()),
+            ca_key: Some(current.key.clone()),
+            ..next
+        };
+        assert!(issue::facts(&seen).leaf.unwrap().signed_by_ca);
     }
 }

@@ -21,7 +21,9 @@ use serde_json::json;
 use super::issue::{self, Issued};
 use super::plan::{self, Plan};
 use super::roster::{self, RosterCertificate, Trust};
-use super::{CA_CERT, CA_KEY, CertResolver, Material, PREVIOUS_CA_CERT, TLS_CERT, TLS_KEY};
+use super::{
+    CA_CERT, CA_KEY, CertResolver, Material, PREVIOUS_CA_CERT, PREVIOUS_CA_KEY, TLS_CERT, TLS_KEY,
+};
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
@@ -75,6 +77,7 @@ fn read(secret: &Secret) -> Material {
         ca_cert: get(CA_CERT),
         ca_key: get(CA_KEY),
         previous_ca_cert: get(PREVIOUS_CA_CERT),
+        previous_ca_key: get(PREVIOUS_CA_KEY),
         cert: get(TLS_CERT),
         key: get(TLS_KEY),
     }
@@ -86,6 +89,7 @@ fn write(secret: &mut Secret, m: &Material) {
         (CA_CERT, &m.ca_cert),
         (CA_KEY, &m.ca_key),
         (PREVIOUS_CA_CERT, &m.previous_ca_cert),
+        (PREVIOUS_CA_KEY, &m.previous_ca_key),
         (TLS_CERT, &m.cert),
         (TLS_KEY, &m.key),
     ] {
@@ -208,14 +212,22 @@ impl CertStore {
                 "no CA to issue the roster certificate from".into(),
             ));
         };
-        let authority = Issued {
+        let current = Issued {
             cert: cert.clone(),
             key: key.clone(),
         };
+        let previous = match (&material.previous_ca_cert, &material.previous_ca_key) {
+            (Some(cert), Some(key)) => Some(Issued {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        };
+        let authority = roster::signer(&current, previous.as_ref(), now, validity);
         let mut secret = self.get_secret(&roster.secret).await?;
         let stored = read(&secret);
         let Some(desired) =
-            roster::desired(&authority, &bundle, &stored, &roster.names, now, validity)?
+            roster::desired(authority, &bundle, &stored, &roster.names, now, validity)?
         else {
             if let Some(cert) = &stored.cert {
                 let validity = issue::validity(cert)?;
@@ -264,7 +276,10 @@ impl CertStore {
                         cert: cert.clone(),
                         key: key.clone(),
                     },
-                    stored.previous_ca_cert.clone(),
+                    (
+                        stored.previous_ca_cert.clone(),
+                        stored.previous_ca_key.clone(),
+                    ),
                 ),
                 _ => return Err(Error::Certificate("no CA to renew from".into())),
             },
@@ -277,7 +292,8 @@ impl CertStore {
                     .ca_cert
                     .clone()
                     .filter(|pem| issue::validity(pem).is_ok_and(|v| v.valid_at(now)));
-                (issue::new_authority(now, ca_validity)?, old)
+                let old_key = old.as_ref().and(stored.ca_key.clone());
+                (issue::new_authority(now, ca_validity)?, (old, old_key))
             }
         };
         let ca_end = issue::validity(&ca.cert)?.not_after;
@@ -289,7 +305,8 @@ impl CertStore {
         Ok(Some(Material {
             ca_cert: Some(ca.cert),
             ca_key: Some(ca.key),
-            previous_ca_cert: previous,
+            previous_ca_cert: previous.0,
+            previous_ca_key: previous.1,
             cert: Some(leaf.cert),
             key: Some(leaf.key),
         }))
