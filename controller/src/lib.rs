@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod api_client;
 pub mod app;
 pub mod crd;
 #[cfg(test)]

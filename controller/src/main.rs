@@ -14,7 +14,7 @@ use rollcall_controller::lease_runtime::LeaseRuntime;
 use rollcall_controller::reconcile::Settings;
 use rollcall_controller::server::Limits;
 use rollcall_controller::server::tls::TlsFiles;
-use rollcall_controller::{app, crd};
+use rollcall_controller::{api_client, app, crd};
 
 #[derive(Parser)]
 #[command(name = "rollcall-controller", version, about)]
@@ -76,6 +76,12 @@ struct RunArgs {
     /// this.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     grant_recheck: Duration,
+    /// Kubernetes API requests a second, on average (the Lease has its own client).
+    #[arg(long, default_value_t = 100.0)]
+    api_qps: f64,
+    /// Kubernetes API requests that may start at once.
+    #[arg(long, default_value_t = 200)]
+    api_burst: u64,
     /// Do not authenticate sidecars (trust the identity they claim): local development only.
     #[arg(long, env = "ROLLCALL_INSECURE_NO_AUTH")]
     insecure_no_auth: bool,
@@ -151,7 +157,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .context("the identity is not a valid header value")?,
     ));
     let lease_runtime = LeaseRuntime::start(config.clone()).context("starting leader election")?;
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    let limit = api_client::RateLimit {
+        qps: args.api_qps,
+        burst: args.api_burst,
+    };
+    let client = api_client::client(config, limit).context("building the Kubernetes client")?;
     let lease_duration = args.lease_duration.as_secs().max(2);
     let options = app::Options {
         grpc_listen: args.grpc_listen,
