@@ -144,7 +144,7 @@ async fn lead(
     let mut is_leader = leadership.is_leader.clone();
     let (watch_client, watch_lease) = (client.clone(), lease.clone());
     let watcher = tokio::spawn(async move {
-        let margin = Duration::from_secs(1);
+        let margin = watch_lease.step_down_margin();
         let outcome = tokio::select! {
             _ = is_leader.wait_for(|leads| !*leads) => Outcome::LostLead("lost the leader lease".into()),
             why = confirm(runtime, watch_client, watch_lease, margin) => Outcome::LostLead(why),

@@ -30,6 +30,19 @@ pub struct LeaseSettings {
     pub grace: u64,
 }
 
+// === impl LeaseSettings ===
+
+impl LeaseSettings {
+    /// How long before the Lease expires a leader that could not renew steps down (and stops
+    /// writing status): half the grace, at least a second. With the defaults (15 s, renewed
+    /// with 10 s left, every 5 s) that is 5 s before expiry, 10 s after the last renewal:
+    /// client-go's renew deadline of 10 s in a 15 s lease. The margin is what absorbs clock
+    /// skew between the leader's node and a standby's.
+    pub fn step_down_margin(&self) -> Duration {
+        Duration::from_secs((self.grace / 2).max(1))
+    }
+}
+
 /// Leadership as it changes: `true` while this replica holds the Lease. Dropping the receiver
 /// releases the Lease.
 pub struct Leadership {
@@ -145,8 +158,12 @@ pub async fn confirm(client: Client, s: &LeaseSettings, margin: Duration) -> Str
     let leases: Api<Lease> = Api::namespaced(client, &s.namespace);
     let every = Duration::from_secs((s.grace / 2).max(1));
     let mut valid_until = now_unix() + s.duration as i64;
+    // Seconds until this replica must have seen a renewal (0: now).
+    let left = |valid_until: i64| (valid_until - margin.as_secs() as i64 - now_unix()).max(0);
     loop {
-        match tokio::time::timeout(every, leases.get(&s.name)).await {
+        // Never wait past the deadline for an answer, nor sleep past it.
+        let wait = every.min(Duration::from_secs(left(valid_until).max(1) as u64));
+        match tokio::time::timeout(wait, leases.get(&s.name)).await {
             Ok(Ok(lease)) => match held_until(&lease, &s.identity) {
                 Some(until) => valid_until = valid_until.max(until),
                 None => return "another replica holds the leader lease".into(),
@@ -154,12 +171,14 @@ pub async fn confirm(client: Client, s: &LeaseSettings, margin: Duration) -> Str
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot read the leader lease"),
             Err(_) => tracing::warn!("reading the leader lease timed out"),
         }
-        if now_unix() + margin.as_secs() as i64 >= valid_until {
+        let remaining = left(valid_until);
+        if remaining == 0 {
             return format!(
-                "could not confirm the leader lease before it expires (valid until {valid_until})"
+                "could not confirm a renewal of the leader lease {}s before it expires (valid until {valid_until})",
+                margin.as_secs()
             );
         }
-        tokio::time::sleep(every).await;
+        tokio::time::sleep(every.min(Duration::from_secs(remaining as u64))).await;
     }
 }
 
@@ -174,5 +193,21 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a, "rollcall-controller/rollcall-controller-7d9f-abcde");
         assert!(lease_field_manager(&"é".repeat(100)).len() <= 128);
+    }
+
+    #[test]
+    fn a_leader_steps_down_half_its_grace_before_expiry() {
+        let lease = |duration, grace| LeaseSettings {
+            namespace: "rollcall-system".into(),
+            name: "rollcall-controller".into(),
+            identity: "a".into(),
+            duration,
+            grace,
+        };
+        // The chart's default: renewed with 10 s of 15 left, steps down with 5 s left.
+        assert_eq!(lease(15, 10).step_down_margin(), Duration::from_secs(5));
+        // The end-to-end tests' short lease, and a grace too small to halve.
+        assert_eq!(lease(4, 2).step_down_margin(), Duration::from_secs(1));
+        assert_eq!(lease(2, 1).step_down_margin(), Duration::from_secs(1));
     }
 }

@@ -52,8 +52,10 @@ struct RunArgs {
     /// after a leader dies without releasing it.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     lease_duration: Duration,
-    /// How long before the Lease expires its holder renews it.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    /// How long before the Lease expires its holder renews it; a holder that cannot renew
+    /// steps down half this before expiry (10 s of 15: 5 s before, as client-go's renew
+    /// deadline).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     lease_grace: Duration,
     /// The audience sidecar tokens must carry (their projected volume's `audience`).
     #[arg(long, env = "ROLLCALL_TOKEN_AUDIENCE", default_value = "rollcall")]

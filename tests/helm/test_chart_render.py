@@ -73,7 +73,7 @@ class Render(unittest.TestCase):
         self.assertEqual(service["spec"]["selector"]["rollcall.dev/role"], "leader")
         self.assertEqual(container["livenessProbe"]["httpGet"]["path"], "/livez")
         args = container["args"]
-        for flag in ["--lease-duration=15s", "--lease-grace=5s", "--lease-namespace=rollcall-system",
+        for flag in ["--lease-duration=15s", "--lease-grace=10s", "--lease-namespace=rollcall-system",
                      "--metrics-listen=0.0.0.0:9300", "--grpc-listen=0.0.0.0:8300"]:
             self.assertIn(flag, args)
         self.assertIn("requests", container["resources"])
