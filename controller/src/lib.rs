@@ -51,6 +51,8 @@ pub enum Error {
     LeaseRuntime(String),
     #[error("roster TLS: {0}")]
     Tls(#[source] server::tls::TlsError),
+    #[error("the API server did not answer the status write within {0:?}")]
+    StatusWriteTimeout(std::time::Duration),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

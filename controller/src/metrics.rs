@@ -27,7 +27,7 @@ pub struct Metrics {
     pub connected_sidecars: IntGauge,
     /// `result` = accepted | ignored | invalid.
     pub reports: IntCounterVec,
-    /// `result` = ok | conflict | error.
+    /// `result` = ok | conflict | error | timeout.
     pub status_writes: IntCounterVec,
     /// Status writes that had to wait for a slot under the overall bound.
     pub status_writes_paced: IntCounter,

@@ -8,6 +8,7 @@ pub mod aggregate;
 pub mod coalesce;
 pub mod events;
 pub mod pacer;
+pub mod retry;
 mod slot_states;
 pub mod store;
 pub mod tally;

@@ -5,7 +5,9 @@
 //! once a second, never unchanged, repaired when someone else edited it) and the pacer has a
 //! slot (a bound over all pools), and followed by the
 //! Events the change deserves. `run` drives it from the pools marked dirty by reports and by
-//! the roster path, with retries at the instants the coalescer names.
+//! the roster path, with retries at the instants the coalescer names. Every write and Event has
+//! a timeout, and a pool whose write failed is retried with jittered back-off
+//! (`status::retry`), so one pool the API server will not take never holds up the others.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,6 +26,12 @@ use crate::crd::{BackendPool, BackendPoolStatus, InvalidSpec, PoolObject};
 use crate::roster::Problem;
 use crate::status::{self, Decision, Served, events};
 use crate::{Error, Result};
+
+/// How long one status write may take (waiting for the client's rate limit included); past it
+/// the pool is retried with back-off and the others are not held up.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one try at recording an Event may take.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What to do after one status update.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,10 +178,20 @@ async fn write_status(
         "status": desired,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    match api
-        .patch_status(&pool.name_any(), &params, &Patch::Apply(&patch))
-        .await
-    {
+    let written = tokio::time::timeout(
+        WRITE_TIMEOUT,
+        api.patch_status(&pool.name_any(), &params, &Patch::Apply(&patch)),
+    )
+    .await;
+    let Ok(written) = written else {
+        ctx.metrics
+            .status_writes
+            .with_label_values(&["timeout"])
+            .inc();
+        ctx.coalescer.lock().forget(key);
+        return Err(Error::StatusWriteTimeout(WRITE_TIMEOUT));
+    };
+    match written {
         Ok(_) => {
             ctx.metrics.status_writes.with_label_values(&["ok"]).inc();
             record_events(ctx, pool, &desired).await;
@@ -261,7 +279,15 @@ async fn record_events(ctx: &Context, pool: &BackendPool, written: &BackendPoolS
         // An API server blip must not lose the Event: a few tries, as client-go's recorder
         // makes, then give up (Events are informative; the status carries the truth).
         let mut tries = 0;
-        while let Err(error) = recorder.publish(&event, &reference).await {
+        loop {
+            let error =
+                match tokio::time::timeout(EVENT_TIMEOUT, recorder.publish(&event, &reference))
+                    .await
+                {
+                    Ok(Ok(())) => break,
+                    Ok(Err(error)) => error.to_string(),
+                    Err(_) => format!("no answer within {EVENT_TIMEOUT:?}"),
+                };
             tries += 1;
             if tries == 3 {
                 tracing::warn!(%error, reason = t.reason, "cannot record event");
@@ -280,6 +306,8 @@ pub async fn run(ctx: std::sync::Arc<Context>, pools: Store<PoolObject>, every: 
         return;
     }
     let mut retries: BTreeMap<PoolRef, Instant> = BTreeMap::new();
+    // Failed writes in a row, per pool, for the back-off.
+    let mut failures: BTreeMap<PoolRef, u32> = BTreeMap::new();
     let mut sweep = tokio::time::interval(every);
     loop {
         let next_retry = retries.values().min().copied();
@@ -309,6 +337,7 @@ pub async fn run(ctx: std::sync::Arc<Context>, pools: Store<PoolObject>, every: 
                 ctx.coalescer.lock().remove(&key);
                 ctx.pacer.lock().forget(&key);
                 retries.remove(&key);
+                failures.remove(&key);
                 continue;
             };
             // One pass per pool per interval, however many reports marked it dirty meanwhile.
@@ -320,15 +349,22 @@ pub async fn run(ctx: std::sync::Arc<Context>, pools: Store<PoolObject>, every: 
             }
             ctx.metrics.status_passes.inc();
             match update(&ctx, &object).await {
-                Ok(Next::Done) => {}
+                Ok(Next::Done) => {
+                    failures.remove(&key);
+                }
                 Ok(Next::RetryAt(at)) => {
+                    failures.remove(&key);
                     let entry = retries.entry(key).or_insert(at);
                     *entry = (*entry).min(at);
                 }
                 Err(error) => {
-                    tracing::warn!(pool = %key, %error, "status update failed; retrying");
+                    let failed = failures.entry(key.clone()).or_default();
+                    *failed = failed.saturating_add(1);
+                    let wait = status::retry::after(*failed, status::retry::random());
+                    tracing::warn!(pool = %key, %error, failures = *failed, retry_in = ?wait,
+                        "status update failed; retrying");
                     ctx.metrics.reconciles.with_label_values(&["error"]).inc();
-                    retries.insert(key, Instant::now() + Duration::from_secs(5));
+                    retries.insert(key, Instant::now() + wait);
                 }
             }
         }
