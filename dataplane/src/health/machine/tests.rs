@@ -13,10 +13,12 @@ mod admission;
 mod budget;
 mod ejection;
 mod error_rate;
+mod overload;
 mod readmission;
 mod reports;
 mod roster;
 mod sensor;
+mod sim;
 
 const SEC: Duration = Duration::from_secs(1);
 const BASE: Duration = Duration::from_secs(30);
