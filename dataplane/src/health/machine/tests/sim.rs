@@ -1,6 +1,6 @@
 //! A seeded traffic simulator over the pure health machine: one request every 5 ms (200/s)
-//! spread over the routed endpoints, each failing independently with its own probability, a
-//! `tick` every simulated second. Deterministic (SplitMix64, injected clock), so a figure it
+//! spread over the routed endpoints, each failing independently with its own probability (from
+//! a stream of draws per endpoint), a `tick` every simulated second. Deterministic (SplitMix64, injected clock), so a figure it
 //! measures is the same on every run and a regression shows up as a changed number.
 
 use super::*;
@@ -85,7 +85,7 @@ impl Scenario<'_> {
             if n == 1 && i == self.fault_from {
                 run.fault_began = Some(elapsed);
             }
-            let verdict = if rng.unit() < (self.fail)(n, i) {
+            let verdict = if outcome(self.seed, n, i) < (self.fail)(n, i) {
                 self.failure
             } else {
                 Verdict::Success
@@ -147,6 +147,14 @@ pub fn defaults() -> HealthSettings {
         error_rate_threshold: 0.2,
         ..passive_only()
     }
+}
+
+/// The draw deciding endpoint `n`'s `i`-th request, in [0, 1): a stream of its own per
+/// endpoint, so how the others fare (and where the picks go) cannot change what one endpoint
+/// answers, and two versions of the rules are compared on the same answers.
+fn outcome(seed: u64, n: u8, i: u32) -> f64 {
+    let key = seed.wrapping_mul(0xD134_2543_DE82_EF95) ^ (u64::from(n) << 40) ^ u64::from(i);
+    Rng::new(key).unit()
 }
 
 /// Endpoint `n` of `addr(n)`.
