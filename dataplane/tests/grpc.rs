@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::{Method, StatusCode};
 use http_body_util::Full;
 use rollcall_dataplane::health::machine::{Reason, State};
+use rollcall_dataplane::pool::PoolView;
 use rollcall_testkit::client::{Conn, Reply};
 use support::backends::{GrpcAnswer, GrpcBackend};
 use support::{Harness, config};
@@ -49,7 +50,19 @@ async fn an_unavailable_call_is_retried_on_another_endpoint_and_counts_against_t
     ))
     .await;
     let mut conn = Conn::h2c(h.listen("web").await).await.expect("h2c");
-    for _ in 0..20 {
+    // In a pool this fresh the peer's share is not known yet, so the run of UNAVAILABLE
+    // answers asked for is longer than the limit until `up` has answered enough
+    // (`outlier::streak`); every call succeeds meanwhile, retried on `up`.
+    let state = |view: PoolView| {
+        view.endpoints
+            .into_iter()
+            .find(|e| e.health.address == down.addr())
+            .map(|e| e.health.state)
+    };
+    for _ in 0..200 {
+        if state(h.pool("web").await) == Some(State::Ejected) {
+            break;
+        }
         let reply = call(&mut conn).await;
         assert_eq!(reply.status, StatusCode::OK);
         assert_eq!(grpc_status(&reply), Some(0), "{reply:?}");
