@@ -48,8 +48,13 @@ pub enum Verdict {
     ClientError,
     /// A 5xx other than 502/503/504: the application's own failure.
     ServerError,
-    /// Connect refused, reset, timeout, or a 502/503/504 answer.
+    /// A 502, 503 or 504 answer: the endpoint (or a proxy in front of it) said it could not
+    /// serve. Judged against the peers, since an overloaded pool answers so everywhere.
     GatewayError,
+    /// Connection-level, seen by the sidecar itself rather than answered: connect refused or
+    /// timed out, a reset, a reply that is not HTTP, silence for the try's whole allowance.
+    /// Counts as a gateway error too, but its streak is judged on its own (absolutely).
+    ConnectionFailure,
     /// Not the endpoint's doing at all: nothing is recorded.
     NotTheEndpoint,
 }
@@ -61,7 +66,7 @@ impl Outcome {
         match self {
             Self::Answered(status) => Verdict::from_status(status),
             Self::ConnectFailed | Self::Reset | Self::ProtocolError | Self::TimedOut => {
-                Verdict::GatewayError
+                Verdict::ConnectionFailure
             }
             Self::DeadPooledConnection
             | Self::DeadlineCut
@@ -148,9 +153,12 @@ impl Verdict {
         }
     }
 
-    /// Counts against the endpoint (a 5xx or a gateway error).
+    /// Counts against the endpoint (a 5xx, a gateway error or a connection failure).
     pub fn is_failure(self) -> bool {
-        matches!(self, Self::ServerError | Self::GatewayError)
+        matches!(
+            self,
+            Self::ServerError | Self::GatewayError | Self::ConnectionFailure
+        )
     }
 }
 
@@ -165,10 +173,10 @@ mod tests {
             (Outcome::Answered(404), Verdict::ClientError),
             (Outcome::Answered(500), Verdict::ServerError),
             (Outcome::Answered(503), Verdict::GatewayError),
-            (Outcome::ConnectFailed, Verdict::GatewayError),
-            (Outcome::Reset, Verdict::GatewayError),
-            (Outcome::ProtocolError, Verdict::GatewayError),
-            (Outcome::TimedOut, Verdict::GatewayError),
+            (Outcome::ConnectFailed, Verdict::ConnectionFailure),
+            (Outcome::Reset, Verdict::ConnectionFailure),
+            (Outcome::ProtocolError, Verdict::ConnectionFailure),
+            (Outcome::TimedOut, Verdict::ConnectionFailure),
             (Outcome::DeadPooledConnection, Verdict::NotTheEndpoint),
             (Outcome::DeadlineCut, Verdict::NotTheEndpoint),
             (Outcome::ClientBodyFailed, Verdict::NotTheEndpoint),

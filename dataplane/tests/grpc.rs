@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::{Method, StatusCode};
 use http_body_util::Full;
 use rollcall_dataplane::health::machine::{Reason, State};
+use rollcall_dataplane::pool::PoolView;
 use rollcall_testkit::client::{Conn, Reply};
 use support::backends::{GrpcAnswer, GrpcBackend};
 use support::{Harness, config};
@@ -49,7 +50,19 @@ async fn an_unavailable_call_is_retried_on_another_endpoint_and_counts_against_t
     ))
     .await;
     let mut conn = Conn::h2c(h.listen("web").await).await.expect("h2c");
-    for _ in 0..20 {
+    // In a pool this fresh the peer's share is not known yet, so the run of UNAVAILABLE
+    // answers asked for is longer than the limit until `up` has answered enough
+    // (`outlier::streak`); every call succeeds meanwhile, retried on `up`.
+    let state = |view: PoolView| {
+        view.endpoints
+            .into_iter()
+            .find(|e| e.health.address == down.addr())
+            .map(|e| e.health.state)
+    };
+    for _ in 0..200 {
+        if state(h.pool("web").await) == Some(State::Ejected) {
+            break;
+        }
         let reply = call(&mut conn).await;
         assert_eq!(reply.status, StatusCode::OK);
         assert_eq!(grpc_status(&reply), Some(0), "{reply:?}");
@@ -98,18 +111,32 @@ async fn unavailable_in_the_trailers_is_judged_when_they_arrive() {
     .await;
     let mut conn = Conn::h2c(h.listen("web").await).await.expect("h2c");
     // Each call's answer has already streamed to the client when its status arrives: the
-    // client sees it, and the endpoint is charged for it.
+    // client sees it, and the endpoint is charged for it. An answered UNAVAILABLE is judged
+    // against the peer, and in a pool this fresh the peer's share is not known yet, so the
+    // run asked for is longer than the limit until the fine endpoint has answered enough
+    // (`outlier::streak`: 24 at most).
     let mut unavailable = 0;
-    while failing.calls() < 3 {
+    let ejected = loop {
+        let view = h.pool("web").await;
+        let failing_view = view
+            .endpoints
+            .into_iter()
+            .find(|e| e.health.address == failing.addr())
+            .expect("endpoint present");
+        if failing_view.health.state == State::Ejected {
+            break failing_view;
+        }
+        assert!(
+            failing.calls() <= 24,
+            "not ejected after {} calls",
+            failing.calls()
+        );
         let reply = call(&mut conn).await;
         if grpc_status(&reply) == Some(UNAVAILABLE) {
             unavailable += 1;
         }
-    }
+    };
     assert!(unavailable >= 3);
-    let ejected = h
-        .wait_for_state("web", failing.addr(), State::Ejected)
-        .await;
     assert_eq!(ejected.health.reason, Reason::ConsecutiveGatewayErrors);
     // The other one's successes, judged at their trailers too, make it healthy.
     let reply = call(&mut conn).await;

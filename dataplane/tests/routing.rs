@@ -15,11 +15,17 @@ use support::{Harness, config, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ejection_sticks_while_rebuilds_race() {
-    // Forty endpoints all failing, each ejected by its first 503: many health changes at once,
-    // from both worker threads. Once every one is out, none may get another request.
+    // Forty endpoints all failing, each ejected by its first broken connection: many health
+    // changes at once, from both worker threads. Once every one is out, none may get another
+    // request. (Connection-level failures, because forty endpoints all answering 503 are a
+    // uniform overload, which ejects nobody.)
     let mut backends = Vec::new();
     for _ in 0..40 {
-        backends.push(TestBackend::spawn(Behavior::Status(503)).await.unwrap());
+        backends.push(
+            TestBackend::spawn(Behavior::ResetAfterHeaders)
+                .await
+                .unwrap(),
+        );
     }
     let addrs: Vec<_> = backends.iter().map(|b| b.addr()).collect();
     let policy = "{healthCheck: {type: None}, outlierDetection: {consecutive5xx: 1, consecutiveGatewayErrors: 0, errorRate: {threshold: 0%}, maxEjectionPercent: 100, baseEjectionTime: 1h, maxEjectionTime: 1h}, panicThreshold: 0%, retries: {attempts: 1}}";
@@ -28,13 +34,15 @@ async fn ejection_sticks_while_rebuilds_race() {
     let mut clients = Vec::new();
     for _ in 0..8 {
         clients.push(tokio::spawn(async move {
-            let mut conn = Conn::http1(listen).await.unwrap();
             loop {
-                let reply = conn.get("/").await.unwrap();
-                if reply.headers.get("x-rollcall-reason").map(|v| v.as_bytes())
-                    == Some(b"no-healthy-endpoints")
-                {
-                    return;
+                // A broken answer breaks the client's connection too: start a new one.
+                let mut conn = Conn::http1(listen).await.unwrap();
+                while let Ok(reply) = conn.get("/").await {
+                    if reply.headers.get("x-rollcall-reason").map(|v| v.as_bytes())
+                        == Some(b"no-healthy-endpoints")
+                    {
+                        return;
+                    }
                 }
             }
         }));

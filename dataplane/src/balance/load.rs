@@ -193,7 +193,9 @@ impl EndpointLoad {
                 self.observe_latency(latency.as_secs_f64(), now);
                 self.observe_error(0.0, now);
             }
-            Verdict::ServerError | Verdict::GatewayError => self.observe_error(1.0, now),
+            Verdict::ServerError | Verdict::GatewayError | Verdict::ConnectionFailure => {
+                self.observe_error(1.0, now);
+            }
             Verdict::NotTheEndpoint => {}
         }
     }

@@ -22,9 +22,9 @@
 //!   `RECENT_TRAFFIC`): a TCP probe cannot see fast 5xx. An idle pool's probes still count, or
 //!   its endpoints would stay on probation until traffic returned.
 //! - Probation failures re-eject regardless of `maxEjectionPercent` (probation is already out).
-//! - The error rate is checked on every failed non-4xx request, against the pool's window of
-//!   every endpoint's counted outcomes (`crate::outlier::relative`); a plain 5xx breaks a
-//!   gateway streak.
+//! - Answered streaks and the error rate are judged against the pool's window of every
+//!   endpoint's counted outcomes (`crate::outlier::{streak, relative}`), connection-failure
+//!   streaks absolutely; a plain 5xx breaks a gateway streak.
 //! - Failing probes do not eject an `Unknown`/`Healthy` endpoint whose real requests succeeded
 //!   within the last probe interval, at least a second (`Event::ProbesOverruled`, once per
 //!   streak).
@@ -193,6 +193,8 @@ impl PoolHealth {
         }
         self.last_request = Some(now);
         let may_eject = verdict.is_failure() && self.may_eject();
+        // Whether a streak has peers to be judged against (only a failure can trip).
+        let alone = verdict.is_failure() && self.alone(addr);
         let s = &self.settings;
         let Some(ep) = self.endpoints.get_mut(&addr) else {
             return events;
@@ -208,7 +210,7 @@ impl PoolHealth {
             State::Probation => match verdict {
                 Verdict::Success => probation_success(ep, addr, s, now, &mut events),
                 Verdict::ClientError | Verdict::NotTheEndpoint => {}
-                Verdict::ServerError | Verdict::GatewayError => {
+                Verdict::ServerError | Verdict::GatewayError | Verdict::ConnectionFailure => {
                     ep.eject(addr, Reason::ProbationFailed, s, now, &mut events);
                 }
             },
@@ -219,9 +221,9 @@ impl PoolHealth {
                         ep.become_healthy(addr, Reason::RequestSucceeded, now, &mut events);
                     }
                 }
-                if let Some(t) = ep
-                    .detector
-                    .record(verdict, &s.limits(), &mut self.window, now)
+                if let Some(t) =
+                    ep.detector
+                        .record(verdict, &s.limits(), &mut self.window, alone, now)
                 {
                     trip(ep, addr, t.into(), may_eject, s, now, &mut events);
                 }
@@ -314,6 +316,15 @@ impl PoolHealth {
             summary.count(ep.state);
         }
         summary
+    }
+
+    /// Whether the pool has no endpoint but `addr` that is not draining (ejected peers count:
+    /// the last one standing must not fall back to absolute streaks).
+    fn alone(&self, addr: SocketAddr) -> bool {
+        !self
+            .endpoints
+            .iter()
+            .any(|(a, e)| *a != addr && e.state != State::Draining)
     }
 
     /// Whether one more endpoint may go out without exceeding `maxEjectionPercent`.

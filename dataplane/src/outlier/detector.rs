@@ -4,18 +4,23 @@
 //!
 //! Rules, as Envoy's outlier detection has them: a 4xx is the client's problem and is invisible
 //! here (it neither counts nor breaks a streak, nor enters the error rate); a gateway error
-//! (connect refused/reset/timeout, 502/503/504) counts as a 5xx too; a plain 5xx breaks a
+//! (502/503/504, or a connection-level failure) counts as a 5xx too; a plain 5xx breaks a
 //! gateway-error streak, because "consecutive" means nothing else happened in between.
 //!
-//! The error rate is judged against the endpoint's peers (`relative.rs`), so `record` also
-//! counts each verdict in the pool's own window: the sum of every routed endpoint's requests,
-//! this one's included.
+//! What is judged against the peers and what is not: a streak of *answers* (502/503/504, other
+//! 5xx) trips only when it is longer than the peers' own failure share makes likely
+//! (`streak.rs`), and the error rate only when it sets the endpoint apart (`relative.rs`), so an
+//! overload every endpoint shows ejects nobody. A connection-level failure (refused, timed
+//! out, reset, not HTTP: what Envoy calls locally originated) is the endpoint's own however the
+//! peers fare: `limit` of those in a row trip at once, as they always did. Both judgements use
+//! the pool's window (the sum of every routed endpoint's requests, this one's included) without
+//! this endpoint's own counts, so `record` counts each verdict there too.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Consecutive, ErrorRateWindow, RecentOutcomes, WindowCounts, relative};
+use super::{Consecutive, ErrorRateWindow, RecentOutcomes, WindowCounts, relative, streak};
 use crate::outcome::Verdict;
 
 /// Which passive rule tripped.
@@ -40,6 +45,9 @@ pub struct Limits {
 /// Streaks and window of one endpoint.
 #[derive(Clone, Debug, Default)]
 pub struct Detector {
+    /// Connection-level failures in a row; any answer breaks it.
+    connection: Consecutive,
+    /// Gateway errors in a row, answered or connection-level.
     gateway: Consecutive,
     server: Consecutive,
     window: ErrorRateWindow,
@@ -56,25 +64,36 @@ impl Detector {
     /// Fold one verdict in; returns the first rule that has tripped, checked in the order
     /// gateway errors, 5xx, error rate. The streaks are not reset here: the caller decides what
     /// a trip means (an ejection, or a suppressed one) and calls [`Detector::reset`]. `pool` is
-    /// the pool's window: every verdict counted here is counted there too.
+    /// the pool's window: every verdict counted here is counted there too. `alone`: no other
+    /// endpoint of the pool is counted (so no peer can be compared with); consulted only when a
+    /// failure.
     pub fn record(
         &mut self,
         verdict: Verdict,
         limits: &Limits,
         pool: &mut ErrorRateWindow,
+        alone: bool,
         now: Instant,
     ) -> Option<Trip> {
         match verdict {
             Verdict::ClientError | Verdict::NotTheEndpoint => return None,
             Verdict::Success => {
+                self.connection.reset();
                 self.gateway.reset();
                 self.server.reset();
             }
             Verdict::ServerError => {
+                self.connection.reset();
                 self.gateway.reset();
                 self.server.failure();
             }
             Verdict::GatewayError => {
+                self.connection.reset();
+                self.gateway.failure();
+                self.server.failure();
+            }
+            Verdict::ConnectionFailure => {
+                self.connection.failure();
                 self.gateway.failure();
                 self.server.failure();
             }
@@ -83,19 +102,51 @@ impl Detector {
         self.window.record(verdict.is_failure(), window, now);
         pool.record(verdict.is_failure(), window, now);
         self.recent.push(verdict.is_failure());
-        if self.gateway.reached(limits.consecutive_gateway_errors) {
+        if !verdict.is_failure() {
+            return None;
+        }
+        let (gateway, server) = (limits.consecutive_gateway_errors, limits.consecutive_5xx);
+        // The peers' counts are needed only once a streak has reached its configured limit.
+        let needed = (self.gateway.reached(gateway) || self.server.reached(server)).then(|| {
+            let peers = (!alone).then(|| self.peers(limits, pool, now));
+            (
+                streak::needed(gateway, peers),
+                streak::needed(server, peers),
+            )
+        });
+        let (gateway_run, server_run) = needed.unwrap_or((u32::MAX, u32::MAX));
+        let unlike_peers =
+            |run: Consecutive, limit: u32, needed: u32| run.reached(limit) && run.get() >= needed;
+        if self.connection.reached(gateway) || unlike_peers(self.gateway, gateway, gateway_run) {
             Some(Trip::ConsecutiveGatewayErrors)
-        } else if self.server.reached(limits.consecutive_5xx) {
+        } else if self.connection.reached(server) || unlike_peers(self.server, server, server_run) {
             Some(Trip::Consecutive5xx)
-        } else if verdict.is_failure() && self.rate_trips(limits, pool, now) {
+        } else if self.rate_trips(limits, pool, alone, now) {
             Some(Trip::ErrorRate)
         } else {
             None
         }
     }
 
+    /// The other endpoints' counts in the window: the pool's without this one's.
+    fn peers(&self, limits: &Limits, pool: &ErrorRateWindow, now: Instant) -> WindowCounts {
+        let window = limits.error_rate_window;
+        let own = self.window.counts(window, now);
+        let all = pool.counts(window, now);
+        WindowCounts {
+            requests: all.requests.saturating_sub(own.requests),
+            failures: all.failures.saturating_sub(own.failures),
+        }
+    }
+
     /// The error-rate rule; only a failure can make it trip, so successes never pay for it.
-    fn rate_trips(&self, limits: &Limits, pool: &ErrorRateWindow, now: Instant) -> bool {
+    fn rate_trips(
+        &self,
+        limits: &Limits,
+        pool: &ErrorRateWindow,
+        alone: bool,
+        now: Instant,
+    ) -> bool {
         let window = limits.error_rate_window;
         let own = self.window.counts(window, now);
         if own.requests
@@ -105,20 +156,17 @@ impl Detector {
         {
             return false;
         }
-        let all = pool.counts(window, now);
-        let peers = WindowCounts {
-            requests: all.requests.saturating_sub(own.requests),
-            failures: all.failures.saturating_sub(own.failures),
-        };
         let recent = self
             .recent
             .counts(relative::recent_len(limits.error_rate_min_requests));
+        let peers = (!alone).then(|| self.peers(limits, pool, now));
         relative::trips(own, recent, peers, limits)
     }
 
     /// Forget streaks and window: after an ejection (or a suppressed one) the endpoint has to
     /// trip again from scratch.
     pub fn reset(&mut self) {
+        self.connection.reset();
         self.gateway.reset();
         self.server.reset();
         self.window.clear();

@@ -378,6 +378,8 @@ pub(super) fn status_label(status: u16) -> &'static str {
         Verdict::Success => "success",
         Verdict::ClientError => "client_error",
         Verdict::ServerError => "server_error",
-        Verdict::GatewayError | Verdict::NotTheEndpoint => "gateway_error",
+        Verdict::GatewayError | Verdict::ConnectionFailure | Verdict::NotTheEndpoint => {
+            "gateway_error"
+        }
     }
 }

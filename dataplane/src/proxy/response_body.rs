@@ -139,7 +139,8 @@ impl Done {
         let verdict = if self.client.fault().is_some() {
             Verdict::NotTheEndpoint
         } else {
-            Verdict::GatewayError
+            // The body broke off or stalled: a connection-level failure, not an answer.
+            Verdict::ConnectionFailure
         };
         self.pool
             .record_verdict(self.endpoint.addr, verdict, detail);

@@ -174,7 +174,7 @@ pub(super) async fn forward(
             Some(key) => {
                 if let Err(error) = websocket_h2::to_h2_response(&mut head, key) {
                     // Agreed to switch, but not to our handshake: not a tunnel to join.
-                    pool.record_verdict(endpoint.addr, Verdict::GatewayError, &error);
+                    pool.record_verdict(endpoint.addr, Verdict::ConnectionFailure, &error);
                     let failed = (502, "upstream-protocol-error");
                     return local_answer(&pool, failed, &error, received);
                 }

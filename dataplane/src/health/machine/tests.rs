@@ -13,10 +13,12 @@ mod admission;
 mod budget;
 mod ejection;
 mod error_rate;
+mod overload;
 mod readmission;
 mod reports;
 mod roster;
 mod sensor;
+mod sim;
 
 const SEC: Duration = Duration::from_secs(1);
 const BASE: Duration = Duration::from_secs(30);
@@ -83,6 +85,17 @@ impl Fx {
         fx
     }
 
+    /// [`Fx::healthy`], and every endpoint has served 100 requests without a failure: peers
+    /// busy and clean enough that a streak of answered failures counts at its configured
+    /// limit (`crate::outlier::streak`).
+    fn serving(settings: HealthSettings, n: u8) -> Self {
+        let mut fx = Self::healthy(settings, n);
+        for i in 1..=n {
+            assert_eq!(fx.requests(i, Verdict::Success, 100), vec![]);
+        }
+        fx
+    }
+
     /// A pool of `n` endpoints that have just been upserted.
     fn unknown(settings: HealthSettings, n: u8) -> Self {
         let mut fx = Self {
@@ -142,11 +155,11 @@ impl Fx {
         events
     }
 
-    /// Eject endpoint `n` by consecutive gateway errors on real requests (a fault its probes
-    /// have not seen); asserts it happened.
+    /// Eject endpoint `n` by consecutive connection failures on real requests (a fault its
+    /// probes have not seen); asserts it happened.
     fn eject_passively(&mut self, n: u8) -> Vec<Event> {
         let limit = self.pool.settings().consecutive_gateway_errors;
-        let events = self.requests(n, Verdict::GatewayError, limit);
+        let events = self.requests(n, Verdict::ConnectionFailure, limit);
         assert_eq!(self.state(n), State::Ejected, "{events:?}");
         events
     }

@@ -35,7 +35,8 @@ struct Solo {
 
 impl Solo {
     fn record(&mut self, verdict: Verdict, limits: &Limits, now: Instant) -> Option<Trip> {
-        record(&mut self.detector, &mut self.pool, verdict, limits, now)
+        self.detector
+            .record(verdict, limits, &mut self.pool, true, now)
     }
 }
 
@@ -52,7 +53,7 @@ impl std::ops::DerefMut for Solo {
     }
 }
 
-/// One verdict for `d`, counted in `pool` too.
+/// One verdict for `d`, one of several endpoints counted in `pool`.
 fn record(
     d: &mut Detector,
     pool: &mut ErrorRateWindow,
@@ -60,7 +61,7 @@ fn record(
     limits: &Limits,
     now: Instant,
 ) -> Option<Trip> {
-    d.record(verdict, limits, pool, now)
+    d.record(verdict, limits, pool, false, now)
 }
 
 #[test]
@@ -75,6 +76,7 @@ fn statuses_are_classified_like_envoy() {
         assert_eq!(Verdict::from_status(s), Verdict::GatewayError);
     }
     assert!(Verdict::GatewayError.is_failure() && Verdict::ServerError.is_failure());
+    assert!(Verdict::ConnectionFailure.is_failure());
     assert!(!Verdict::ClientError.is_failure() && !Verdict::Success.is_failure());
 }
 
@@ -255,3 +257,5 @@ fn the_pool_window_counts_what_the_detector_counts_and_nothing_else() {
     assert_eq!(d.pool.counts(window, t), d.window_counts(window, t));
     assert_eq!(d.pool.counts(window, t).requests, 3);
 }
+
+mod peers;

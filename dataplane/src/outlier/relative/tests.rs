@@ -17,11 +17,12 @@ fn c(requests: u64, failures: u64) -> WindowCounts {
     WindowCounts { requests, failures }
 }
 
-/// The rule with the endpoint's recent outcomes failing at the same share as its window.
+/// The rule with the endpoint's recent outcomes failing at the same share as its window;
+/// [`NO_PEERS`] means alone in the pool.
 fn trips(own: WindowCounts, peers: WindowCounts, l: &Limits) -> bool {
     let n = own.requests.min(20);
     let recent = c(n, (own.failures * n).div_ceil(own.requests.max(1)));
-    super::trips(own, recent, peers, l)
+    super::trips(own, recent, (peers != NO_PEERS).then_some(peers), l)
 }
 
 const NO_PEERS: WindowCounts = WindowCounts {
@@ -38,9 +39,11 @@ fn without_peers_the_absolute_rule_applies_at_its_edges() {
         "exactly the threshold is not above it"
     );
     assert!(trips(c(20, 5), NO_PEERS, &l));
-    // Peers with fewer than minRequests are not enough to compare with.
-    assert!(trips(c(20, 5), c(19, 0), &l));
-    assert!(!trips(c(20, 4), c(19, 0), &l));
+    // Peers with fewer than minRequests are not enough to compare with, nor to judge
+    // absolutely: the rule waits for them.
+    assert!(!trips(c(20, 5), c(19, 0), &l));
+    assert!(!trips(c(100, 100), c(1, 0), &l));
+    assert!(trips(c(100, 100), c(20, 0), &l));
 }
 
 #[test]
@@ -70,16 +73,31 @@ fn an_endpoint_failing_unlike_clean_peers_trips_on_few_requests_even_below_the_t
     // 15%: under the 20% threshold, but its peers fail 0.1%.
     assert!(trips(c(200, 30), c(2000, 2), &l));
     // Recently below half the threshold it never trips, however clean the peers.
-    assert!(!super::trips(c(1000, 99), c(64, 6), c(100_000, 0), &l));
-    assert!(super::trips(c(1000, 100), c(20, 3), c(100_000, 0), &l));
+    assert!(!super::trips(
+        c(1000, 99),
+        c(64, 6),
+        Some(c(100_000, 0)),
+        &l
+    ));
+    assert!(super::trips(
+        c(1000, 100),
+        c(20, 3),
+        Some(c(100_000, 0)),
+        &l
+    ));
 }
 
 #[test]
 fn a_moderate_outlier_needs_more_evidence_than_a_stark_one() {
     let l = limits();
-    // Twice the peers' 15%: not yet clear at 20 requests, clear at 200.
+    // Twice the peers' 15%: not yet clear at 20 requests, nor at 200 while the peers
+    // themselves shed three times the noise floor (more confidence is asked then), clear at
+    // 1 000.
     assert!(!trips(c(20, 6), c(1000, 150), &l));
-    assert!(trips(c(200, 60), c(1000, 150), &l));
+    assert!(!trips(c(200, 60), c(1000, 150), &l));
+    assert!(trips(c(1000, 300), c(1000, 150), &l));
+    // Three times peers at the floor: clear at 200, at the old confidence.
+    assert!(trips(c(200, 30), c(1000, 50), &l));
 }
 
 #[test]
@@ -132,12 +150,12 @@ fn recent_failures_count_even_when_older_successes_dilute_the_window() {
     // 200 successes before the fault, then 4 failures in its last 20: 2% of the window.
     let own = c(220, 4);
     let peers = c(3000, 0);
-    assert!(super::trips(own, c(20, 4), peers, &l));
+    assert!(super::trips(own, c(20, 4), Some(peers), &l));
     // The same window with the failures long past: nothing recent to eject for.
-    assert!(!super::trips(own, c(20, 0), peers, &l));
+    assert!(!super::trips(own, c(20, 0), Some(peers), &l));
     // Recent failures below half the threshold, or fewer than three, do not trip.
-    assert!(!super::trips(own, c(40, 3), peers, &l));
-    assert!(!super::trips(own, c(10, 2), peers, &l));
+    assert!(!super::trips(own, c(40, 3), Some(peers), &l));
+    assert!(!super::trips(own, c(10, 2), Some(peers), &l));
 }
 
 #[test]

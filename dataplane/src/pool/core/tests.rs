@@ -180,7 +180,7 @@ fn number(addr: SocketAddr) -> usize {
 
 fn eject(core: &mut Core, n: u8, now: Instant) {
     for _ in 0..2 {
-        core.record_request(addr(n), Verdict::GatewayError, "HTTP 503", now);
+        core.record_request(addr(n), Verdict::ConnectionFailure, "connect refused", now);
     }
     assert_eq!(core.state(addr(n)), Some(State::Ejected));
 }

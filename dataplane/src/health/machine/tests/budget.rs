@@ -15,7 +15,7 @@ fn max_ejection_percent_suppresses_flags_and_keeps_routing() {
     let mut fx = Fx::healthy(budget(50), 4);
     fx.eject(1);
     fx.eject(2);
-    let events = fx.requests(3, Verdict::GatewayError, 3);
+    let events = fx.requests(3, Verdict::ConnectionFailure, 3);
     assert_eq!(
         events,
         vec![Event::EjectionSuppressed {
@@ -27,8 +27,8 @@ fn max_ejection_percent_suppresses_flags_and_keeps_routing() {
     assert_eq!((r.state, r.ejection_suppressed), (State::Healthy, true));
     assert_eq!(fx.class(3), Some(RouteClass::Normal));
     // Counters were reset: it must trip again from scratch.
-    assert_eq!(fx.requests(3, Verdict::GatewayError, 2), vec![]);
-    assert_eq!(fx.request(3, Verdict::GatewayError).len(), 1);
+    assert_eq!(fx.requests(3, Verdict::ConnectionFailure, 2), vec![]);
+    assert_eq!(fx.request(3, Verdict::ConnectionFailure).len(), 1);
     assert_eq!(
         fx.probes(3, false, 3).len(),
         1,
@@ -42,7 +42,7 @@ fn suppression_flag_clears_on_a_success() {
     for probe in [true, false] {
         let mut fx = Fx::healthy(budget(25), 4);
         fx.eject(1);
-        fx.requests(2, Verdict::GatewayError, 3);
+        fx.requests(2, Verdict::ConnectionFailure, 3);
         assert!(fx.report(2).ejection_suppressed);
         fx.requests(2, Verdict::ClientError, 3);
         assert!(fx.report(2).ejection_suppressed, "a 4xx is not a success");
@@ -59,11 +59,11 @@ fn suppression_flag_clears_on_a_success() {
 fn suppressed_endpoint_is_ejected_once_budget_frees_up_and_flag_clears() {
     let mut fx = Fx::healthy(budget(25), 4);
     fx.eject(1);
-    fx.requests(2, Verdict::GatewayError, 3);
+    fx.requests(2, Verdict::ConnectionFailure, 3);
     fx.serve_into_probation(1);
     fx.probes(1, true, 5);
     assert_eq!(fx.state(1), State::Healthy);
-    fx.requests(2, Verdict::GatewayError, 3);
+    fx.requests(2, Verdict::ConnectionFailure, 3);
     let r = fx.report(2);
     assert_eq!((r.state, r.ejection_suppressed), (State::Ejected, false));
 }

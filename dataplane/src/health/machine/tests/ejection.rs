@@ -13,7 +13,7 @@ fn only_rate() -> HealthSettings {
 
 #[test]
 fn gateway_errors_eject_at_once_on_the_request_that_reaches_the_limit() {
-    let mut fx = Fx::healthy(settings(), 4);
+    let mut fx = Fx::serving(settings(), 4);
     assert_eq!(fx.requests(1, Verdict::GatewayError, 2), vec![]);
     assert_eq!(
         fx.request(1, Verdict::GatewayError),
@@ -40,7 +40,7 @@ fn zero_limits_disable_the_consecutive_rules() {
 
 #[test]
 fn consecutive_5xx_counts_server_and_gateway_errors() {
-    let mut fx = Fx::healthy(settings(), 4);
+    let mut fx = Fx::serving(settings(), 4);
     // 500s break every gateway streak, so only the 5xx rule can trip.
     for o in [Verdict::ServerError, Verdict::GatewayError].repeat(2) {
         assert_eq!(fx.request(1, o), vec![]);
@@ -68,7 +68,7 @@ fn a_success_resets_the_5xx_streak() {
 
 #[test]
 fn client_errors_neither_count_nor_reset_a_5xx_streak() {
-    let mut fx = Fx::healthy(settings(), 4);
+    let mut fx = Fx::serving(settings(), 4);
     fx.requests(1, Verdict::ServerError, 4);
     assert_eq!(fx.requests(1, Verdict::ClientError, 100), vec![]);
     assert_eq!(fx.report(1).consecutive_5xx, 4);
@@ -103,13 +103,17 @@ fn error_rate_below_min_requests_never_ejects() {
 
 #[test]
 fn error_rate_above_threshold_with_enough_requests_ejects() {
-    let mut fx = Fx::healthy(only_rate(), 4);
+    // Alone in its pool: the absolute rule (with quiet peers the rule waits for them).
+    let mut fx = Fx::healthy(only_rate(), 1);
     fx.requests(1, Verdict::Success, 16);
     fx.requests(1, Verdict::GatewayError, 4);
     assert_eq!(fx.state(1), State::Healthy, "20% is not above 20%");
     assert_eq!(
         fx.request(1, Verdict::ServerError),
-        vec![moved(1, State::Healthy, State::Ejected, Reason::ErrorRate)]
+        vec![
+            moved(1, State::Healthy, State::Ejected, Reason::ErrorRate),
+            Event::PanicEntered
+        ]
     );
 }
 

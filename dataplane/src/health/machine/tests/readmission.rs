@@ -81,7 +81,7 @@ fn a_probe_failure_while_ejected_restarts_the_evidence() {
 #[test]
 fn without_probes_expiry_alone_leads_serve_into_probation() {
     let mut fx = Fx::healthy(passive_only(), 4);
-    fx.requests(1, Verdict::GatewayError, 3);
+    fx.requests(1, Verdict::ConnectionFailure, 3);
     assert_eq!(fx.state(1), State::Ejected);
     assert_eq!(fx.advance(BASE - SEC), vec![]);
     assert_eq!(
@@ -316,7 +316,7 @@ fn once_the_multiplier_has_decayed_an_ejection_is_a_first_one_again() {
 #[test]
 fn without_probes_nothing_ends_an_ejection_early() {
     let mut fx = Fx::healthy(passive_only(), 4);
-    fx.requests(1, Verdict::GatewayError, 3);
+    fx.requests(1, Verdict::ConnectionFailure, 3);
     fx.probes(1, true, 5);
     assert_eq!(fx.advance(BASE - SEC), vec![]);
     assert_eq!(fx.state(1), State::Ejected);

@@ -45,7 +45,7 @@ fn report_counts_ejections_now_and_over_a_lifetime() {
 #[test]
 fn report_serializes_to_camel_case_json_with_pascal_case_names() {
     let mut fx = Fx::healthy(settings(), 4);
-    fx.requests(1, Verdict::GatewayError, 3);
+    fx.requests(1, Verdict::ConnectionFailure, 3);
     let json = serde_json::to_value(fx.report(1)).expect("serializes");
     assert_eq!(json["address"], "10.0.0.1:8080");
     assert_eq!(json["state"], "Ejected");
