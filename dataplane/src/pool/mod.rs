@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use crate::config::EndpointConfig;
 use crate::metrics::{Metrics, REQUEST_OUTCOMES, RETRY_REASONS};
 use crate::outcome::{Outcome, Verdict};
+use crate::proxy::local_log::LocalAnswerLog;
 use crate::retry::{RetryBudget, RetryReason};
 
 mod core;
@@ -50,6 +51,8 @@ pub struct Pool {
     /// `rollcall_retries_total` of this pool in `RETRY_REASONS` order.
     retries: Vec<IntCounter>,
     request_duration: Histogram,
+    /// The rate limit on the log line of each answer the sidecar makes itself.
+    local_answers: LocalAnswerLog,
 }
 
 impl Drop for Pool {
@@ -109,11 +112,28 @@ impl Pool {
             requests,
             retries,
             request_duration,
+            local_answers: LocalAnswerLog::default(),
         })
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Log an answer the sidecar made itself: one `info` line per reason per second, saying
+    /// how many answers for the same reason went unlogged since the last one.
+    pub fn log_local_answer(&self, status: u16, reason: &'static str, tries: usize, detail: &str) {
+        if let Some(suppressed) = self.local_answers.admit(reason, Instant::now()) {
+            tracing::info!(
+                pool = &*self.name,
+                status,
+                reason,
+                tries,
+                detail,
+                suppressed,
+                "answered locally"
+            );
+        }
     }
 
     /// The sidecar-wide request-path knobs.

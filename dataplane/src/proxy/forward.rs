@@ -154,6 +154,7 @@ async fn answer_request(
             } else {
                 error_response(StatusCode::BAD_REQUEST, "bad-request", &message)
             };
+            pool.log_local_answer(400, "bad-request", 0, &message);
             return pool.finish(response, "client_error", received);
         }
     };
@@ -170,6 +171,7 @@ async fn answer_request(
         Ok(body) => body,
         Err((outcome, detail)) => {
             let local = planner::local_for(outcome);
+            pool.log_local_answer(local.status, local.reason, 0, &detail);
             let response = answer::local(local, &detail, grpc_call);
             return pool.finish(response, "client_error", received);
         }
@@ -203,7 +205,7 @@ async fn answer_request(
     loop {
         let now = Instant::now();
         if let Err(answer) = plan.may_start(now) {
-            return reply.respond(answer, None, kept, &detail);
+            return reply.respond(answer, None, kept, &detail, plan.tried().len());
         }
         let routing = pool.routing();
         let endpoint = match routing.pick(hash_key.as_deref(), plan.tried(), now) {
@@ -213,7 +215,7 @@ async fn answer_request(
                     detail = none.message;
                 }
                 let answer = plan.no_endpoint(none.answer);
-                return reply.respond(answer, None, kept, &detail);
+                return reply.respond(answer, None, kept, &detail, plan.tried().len());
             }
         };
         let mut guard = endpoint.load.start_try(now);
@@ -300,11 +302,11 @@ async fn answer_request(
                     client: Arc::clone(&progress),
                     grpc_trailers: judged_later,
                 });
-                return reply.respond(Answer::ThisTry, this, kept, &detail);
+                return reply.respond(Answer::ThisTry, this, kept, &detail, plan.tried().len());
             }
             Next::Answer(other) => {
                 guard.finish(outcome.verdict(), ended - started, ended);
-                return reply.respond(other, None, kept, &detail);
+                return reply.respond(other, None, kept, &detail, plan.tried().len());
             }
         }
     }
@@ -320,13 +322,15 @@ struct Reply<'a> {
 }
 
 impl Reply<'_> {
-    /// Turn the planner's answer into the response, counted in the request metrics.
+    /// Turn the planner's answer into the response, counted in the request metrics; an answer
+    /// the sidecar makes itself is logged with the `tries` behind it.
     fn respond(
         &self,
         answer: Answer,
         this: Option<Answered>,
         kept: Option<Kept>,
         detail: &str,
+        tries: usize,
     ) -> Response<ProxyBody> {
         let pool = self.pool;
         let real = match answer {
@@ -341,6 +345,7 @@ impl Reply<'_> {
                 grpc_trailers: false,
             }),
             Answer::Local(local) => {
+                pool.log_local_answer(local.status, local.reason, tries, detail);
                 return pool.finish(
                     answer::local(local, detail, self.grpc_call),
                     local.request_label(),
@@ -363,6 +368,7 @@ impl Reply<'_> {
                     status: 502,
                     reason: "upstream-reset",
                 };
+                pool.log_local_answer(fallback.status, fallback.reason, tries, detail);
                 pool.finish(
                     answer::local(fallback, detail, self.grpc_call),
                     "gateway_error",

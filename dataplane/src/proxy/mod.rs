@@ -1,7 +1,7 @@
 //! The data path: the per-pool listener (`server`), one request's journey as a thin driver over
 //! the attempt planner (`forward`), one try on one endpoint (`attempt`), the client's request
 //! body (`client_body`), the endpoint's response body (`response_body`), the upstream request's
-//! form (`request`), header rules (`headers`), the answers the sidecar makes itself (`answer`),
+//! form (`request`), header rules (`headers`), the answers the sidecar makes itself (`answer`) and their log line (`local_log`),
 //! how a gRPC call's outcome is read and answered (`grpc`) and protocol upgrades turned into
 //! tunnels (`upgrade`; WebSockets over HTTP/2 translated by `websocket_h2`). Connections to the endpoints live below, in `crate::upstream`.
 
@@ -11,6 +11,7 @@ mod client_body;
 pub mod forward;
 pub(crate) mod grpc;
 pub mod headers;
+pub(crate) mod local_log;
 mod request;
 mod response_body;
 pub mod server;

@@ -83,7 +83,7 @@ pub(super) async fn forward(
         match websocket_h2::to_http1(&mut parts, rand::random()) {
             Ok(key) => Some(key),
             Err(refusal) => {
-                return local_answer(&pool, (501, "unsupported-protocol"), &refusal, received);
+                return local_answer(&pool, (501, "unsupported-protocol"), &refusal, 0, received);
             }
         }
     } else {
@@ -152,7 +152,7 @@ pub(super) async fn forward(
             (_, failure) => {
                 let (status, reason, detail) =
                     failure.unwrap_or((502, "upstream-reset", String::new()));
-                return local_answer(&pool, (status, reason), &detail, received);
+                return local_answer(&pool, (status, reason), &detail, tried.len(), received);
             }
         };
         if response.status() != StatusCode::SWITCHING_PROTOCOLS {
@@ -176,7 +176,7 @@ pub(super) async fn forward(
                     // Agreed to switch, but not to our handshake: not a tunnel to join.
                     pool.record_verdict(endpoint.addr, Verdict::ConnectionFailure, &error);
                     let failed = (502, "upstream-protocol-error");
-                    return local_answer(&pool, failed, &error, received);
+                    return local_answer(&pool, failed, &error, tried.len(), received);
                 }
             }
             None => strip_all_but_upgrade(&mut head.headers),
@@ -225,7 +225,7 @@ pub(super) async fn forward(
     } else {
         (502, "upstream-connect-failure")
     };
-    local_answer(&pool, none, &detail, received)
+    local_answer(&pool, none, &detail, tried.len(), received)
 }
 
 /// The sidecar's own answer to an upgrade (`status`, `reason`), counted as the request's end.
@@ -233,9 +233,11 @@ fn local_answer(
     pool: &Pool,
     (status, reason): (u16, &'static str),
     detail: &str,
+    tries: usize,
     received: Instant,
 ) -> Response<ProxyBody> {
     let local = LocalAnswer { status, reason };
+    pool.log_local_answer(status, reason, tries, detail);
     pool.finish(
         answer::local(local, detail, false),
         local.request_label(),
