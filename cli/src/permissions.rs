@@ -46,8 +46,8 @@ const fn own(
 
 /// rollcall-controller: reflectors over pools, slices and Services; status by server-side
 /// apply; Events (Recorder); TokenReviews and SubjectAccessReviews for sidecar authentication
-/// and cross-namespace authorization; sidecars' Nodes for their zones; its Lease; the leader
-/// label on its own Pod.
+/// and cross-namespace authorization; sidecars' Nodes for their zones; its Lease; the one
+/// EndpointSlice through which its Service reaches the leader (no write on Pods).
 pub const CONTROLLER: &[Permission] = &[
     cluster("list", "rollcall.dev", "backendpools"),
     cluster("watch", "rollcall.dev", "backendpools"),
@@ -77,7 +77,12 @@ pub const CONTROLLER: &[Permission] = &[
         "leases",
         "rollcall-controller",
     ),
-    own("patch", "", "pods", ""),
+    own(
+        "patch",
+        "discovery.k8s.io",
+        "endpointslices",
+        "rollcall-controller",
+    ),
 ];
 
 /// rollcall-injector with its own certificates: its Secret, its webhook's caBundle, and the
@@ -119,6 +124,7 @@ pub const INSTALL: &[Permission] = &[
     cluster("create", "", "namespaces"),
     own("create", "apps", "deployments", ""),
     own("create", "", "services", ""),
+    own("create", "discovery.k8s.io", "endpointslices", ""),
     own("create", "", "serviceaccounts", ""),
     own("create", "", "secrets", ""),
     own("create", "", "configmaps", ""),

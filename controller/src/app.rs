@@ -5,9 +5,10 @@
 //! arrives. Then, in that order: not ready, every stream ended with UNAVAILABLE (sidecars
 //! reconnect to the next leader and keep routing meanwhile), the Lease released so a standby
 //! takes over at once, and exit — cleanly after a shutdown, with an error after losing the
-//! lead, so the pod restarts as a standby rather than carrying state over. With `label_pod`
-//! the leader labels its Pod while it leads (`pod_role`), and every running replica answers
-//! `/readyz/replica`, so a Service can select the leader by label while standbys are Ready.
+//! lead, so the pod restarts as a standby rather than carrying state over. With
+//! `leader_slice` the leader names itself in the EndpointSlice of the Service sidecars dial
+//! while it leads (`leader_slice`), and every running replica answers `/readyz/replica`, so
+//! standbys are Ready (rolling updates, PodDisruptionBudgets) without getting connections.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,9 +22,9 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::http::Readiness;
 use crate::leader::{self, LeaseSettings};
+use crate::leader_slice::LeaderSlice;
 use crate::lease_runtime::LeaseRuntime;
 use crate::metrics::Metrics;
-use crate::pod_role::PodRole;
 use crate::reconcile::Settings;
 use crate::server::tls::{RELOAD_EVERY, RosterTls, TlsFiles};
 use crate::server::{self, Limits, State};
@@ -43,9 +44,16 @@ pub struct Options {
     /// Run leader election on its own thread and client (`lease_runtime`); `None`: on the
     /// caller's runtime and `client`.
     pub lease_runtime: Option<Arc<LeaseRuntime>>,
-    /// Label this replica's Pod (`lease.namespace`/`lease.identity`) while it leads
-    /// (`pod_role`), for a Service that selects the leader by label.
-    pub label_pod: bool,
+    /// Name this replica (`lease.namespace`/`lease.identity`) in the EndpointSlice of the
+    /// Service sidecars dial while it leads (`leader_slice`).
+    pub leader_slice: Option<LeaderSliceSettings>,
+}
+
+/// The EndpointSlice the leader names itself in, and the address it writes there.
+#[derive(Clone, Debug)]
+pub struct LeaderSliceSettings {
+    pub name: String,
+    pub ip: std::net::IpAddr,
 }
 
 /// How sidecars prove who they are.
@@ -220,14 +228,30 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
         closed(closing_rx.clone()),
     ));
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
-    let ops_task = tokio::spawn(http::serve(
-        ops,
-        state.metrics.clone(),
-        Arc::clone(&readiness),
-        async {
-            let _ = ops_stopped.await;
-        },
-    ));
+    // The operations port answers the kubelet's probes: served on the election's runtime
+    // when there is one, with its listener registered there, so a main runtime busy for
+    // seconds with a reconnecting fleet does not fail them.
+    let ops = ops
+        .into_std()
+        .map_err(|e| Error::Listen(options.metrics_listen, e))?;
+    let ops_serve = {
+        let (metrics, readiness) = (state.metrics.clone(), Arc::clone(&readiness));
+        async move {
+            match TcpListener::from_std(ops) {
+                Ok(ops) => {
+                    let stopped = async {
+                        let _ = ops_stopped.await;
+                    };
+                    http::serve(ops, metrics, readiness, stopped).await;
+                }
+                Err(error) => tracing::error!(%error, "cannot serve the operations port"),
+            }
+        }
+    };
+    let ops_task = match &options.lease_runtime {
+        Some(runtime) => runtime.spawn(ops_serve),
+        None => tokio::spawn(ops_serve),
+    };
 
     let lease = options.lease.clone();
     let (signal_tx, signalled) = watch::channel(false);
@@ -235,12 +259,24 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
         shutdown_signal().await;
         let _ = signal_tx.send(true);
     });
-    let role = options
-        .label_pod
-        .then(|| PodRole::new(client.clone(), &lease.namespace, &lease.identity));
-    if let Some(role) = &role {
-        // A container restarted after a crash may still carry the label of its last lead.
-        role.mark(false).await;
+    // The slice's writes go over the election's client: they must not queue behind the
+    // main runtime's work any more than renewals do.
+    let slice_client = options
+        .lease_runtime
+        .as_ref()
+        .map_or_else(|| client.clone(), |runtime| runtime.client());
+    let slice = options.leader_slice.as_ref().map(|s| {
+        LeaderSlice::new(
+            slice_client,
+            &lease.namespace,
+            &s.name,
+            &lease.identity,
+            s.ip,
+        )
+    });
+    if let Some(slice) = &slice {
+        // A container restarted after a crash may still be named from its last lead.
+        slice.step_down().await;
     }
     let runtime = options.lease_runtime.as_ref();
     let mut leadership = elect(runtime, &client, &lease).await?;
@@ -264,10 +300,11 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
                     break Outcome::LostLead("leader election stopped".into());
                 }
                 tracing::info!("leading: reconciling and serving rosters");
-                if let Some(role) = &role {
-                    role.mark(true).await;
-                }
+                let held = slice
+                    .clone()
+                    .map(|slice| AbortOnDropHandle::new(tokio::spawn(slice.hold())));
                 let why = lead(client.clone(), runtime.cloned(), &lease, &leadership, signalled.clone(), state.clone(), options.settings, ready.clone()).await;
+                drop(held);
                 break why;
             }
         }
@@ -278,8 +315,8 @@ pub async fn run(client: Client, options: Options) -> Result<Outcome> {
     }
     ready.store(false, Ordering::Release);
     readiness.replica.store(false, Ordering::Release);
-    if let Some(role) = &role {
-        role.mark(false).await;
+    if let Some(slice) = &slice {
+        slice.step_down().await;
     }
     let _ = closing_tx.send(true);
     if tokio::time::timeout(Duration::from_secs(5), grpc_task)

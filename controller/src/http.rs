@@ -1,8 +1,8 @@
 //! The operations endpoint: `/metrics` (Prometheus text), `/livez` (the process answers),
 //! `/readyz` (leading with caches synced, so the roster it serves is real; a standby or a
 //! starting replica is not), and `/readyz/replica` (this replica runs and can take over: the
-//! kubelet's readiness probe in the chart, where the Service selects the leader by its Pod
-//! label, `pod_role`).
+//! kubelet's readiness probe in the chart, where the Service reaches the leader through the
+//! EndpointSlice it writes, `leader_slice`).
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -4,7 +4,8 @@
 //! seconds, and a lease read or renewal queued behind that work timed out until the leader gave
 //! up a lead nobody contested. Here renewals and confirmations run on a runtime nothing else
 //! uses, over connections nothing else queues on, so only a real partition or API server
-//! failure ends a lead.
+//! failure ends a lead. The operations port (`/readyz`, `/livez`, `/metrics`) is served here
+//! too, so the kubelet's probes are answered while the main runtime is busy.
 
 use std::future::Future;
 
@@ -74,6 +75,15 @@ impl LeaseRuntime {
     /// The client whose connections live on this runtime.
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// Start `work` on this runtime (for a task that must keep answering while the main
+    /// runtime is busy: the operations port's readiness).
+    pub fn spawn<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> tokio::task::JoinHandle<T> {
+        self.handle.spawn(work)
     }
 
     /// Run `work` on this runtime and wait for it from any other; dropping the returned

@@ -68,11 +68,14 @@ struct RunArgs {
     /// The certificate's private key (PEM), e.g. the Secret's `tls.key`.
     #[arg(long, value_name = "PATH", requires = "tls_cert_file")]
     tls_key_file: Option<PathBuf>,
-    /// Label this Pod (`POD_NAME` in `--lease-namespace`) `rollcall.dev/role=leader` while it
-    /// leads, for a Service that selects the leader by label (the chart's); needs `patch` on
-    /// pods in that namespace.
-    #[arg(long)]
-    label_leader_pod: bool,
+    /// While leading, name this replica (`--identity` in `--lease-namespace`, at `--pod-ip`)
+    /// as the one endpoint of this EndpointSlice, the slice of a selector-less Service that
+    /// sidecars dial (the chart's); needs only `patch` on that one slice.
+    #[arg(long, value_name = "NAME", requires = "pod_ip")]
+    leader_endpointslice: Option<String>,
+    /// This replica's Pod address, written into `--leader-endpointslice`.
+    #[arg(long, env = "POD_IP")]
+    pod_ip: Option<std::net::IpAddr>,
     /// How often an open Watch re-checks the RBAC grants behind its pools of other namespaces
     /// (an allowed answer is cached as long): a withdrawn grant ends the stream within twice
     /// this.
@@ -189,7 +192,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .tls_cert_file
             .zip(args.tls_key_file)
             .map(|(cert, key)| TlsFiles { cert, key }),
-        label_pod: args.label_leader_pod,
+        leader_slice: args
+            .leader_endpointslice
+            .zip(args.pod_ip)
+            .map(|(name, ip)| app::LeaderSliceSettings { name, ip }),
         lease_runtime: Some(Arc::new(lease_runtime)),
         authentication: if args.insecure_no_auth {
             app::Authentication::Insecure

@@ -66,11 +66,22 @@ class Render(unittest.TestCase):
         # Every running replica is Ready; the Service finds the leader by its Pod label, so
         # updates can roll one replica at a time.
         self.assertEqual(container["readinessProbe"]["httpGet"]["path"], "/readyz/replica")
-        self.assertIn("--label-leader-pod", container["args"])
+        self.assertIn("--leader-endpointslice=rollcall-controller", container["args"])
+        self.assertEqual(container["readinessProbe"]["failureThreshold"], 3, "a busy second is not unready")
         self.assertEqual(spec["strategy"]["type"], "RollingUpdate")
         self.assertEqual(spec["strategy"]["rollingUpdate"], {"maxSurge": 0, "maxUnavailable": 1})
         service = kit.find(kit.documents(), "Service", "rollcall-controller")
-        self.assertEqual(service["spec"]["selector"]["rollcall.dev/role"], "leader")
+        # No selector: the leader writes the slice's endpoint, and the controller may patch only
+        # that slice, never a Pod.
+        self.assertNotIn("selector", service["spec"])
+        leader_slice = kit.find(kit.documents(), "EndpointSlice", "rollcall-controller")
+        self.assertEqual(leader_slice["metadata"]["labels"]["kubernetes.io/service-name"], "rollcall-controller")
+        self.assertEqual(leader_slice["endpoints"], [])
+        self.assertEqual({p["name"] for p in leader_slice["ports"]}, {p["name"] for p in service["spec"]["ports"]})
+        rules = [rule for rule, _ in kit.rbac_rules(kit.documents(), "rollcall-controller")]
+        self.assertFalse([r for r in rules if "pods" in r["resources"]], "no rule on pods")
+        slice_rules = [r for r in rules if "endpointslices" in r["resources"] and "patch" in r["verbs"]]
+        self.assertEqual([r.get("resourceNames") for r in slice_rules], [["rollcall-controller"]])
         self.assertEqual(container["livenessProbe"]["httpGet"]["path"], "/livez")
         args = container["args"]
         for flag in ["--lease-duration=15s", "--lease-grace=10s", "--lease-namespace=rollcall-system",

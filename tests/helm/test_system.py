@@ -61,6 +61,12 @@ def slice_for(name, port):
                            "targetRef": {"kind": "Pod", "name": name, "namespace": "shop"}}]}
 
 
+def leader_endpoints(cluster):
+    """The endpoints of the controller Service's one EndpointSlice, which the leader writes."""
+    found = cluster.get(f"/apis/discovery.k8s.io/v1/namespaces/{kit.NAMESPACE}/endpointslices/rollcall-controller")
+    return found.get("endpoints") or []
+
+
 def setUpModule():
     kit.skip_without_binaries("rollcall-devcluster", "rollcall-controller", "rollcall-sidecar",
                               "rollcall-injector", "kubectl-rollcall")
@@ -111,9 +117,7 @@ def setUpModule():
     SYSTEM["roster_dir"] = roster_dir
     SYSTEM["roster_ca"] = mount_roster_secret(cluster, roster_dir)
 
-    # The controller's own Pod, which it labels while it leads (--label-leader-pod).
-    cluster.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rollcall-controller-0", "namespace": kit.NAMESPACE},
-                   "spec": {"serviceAccountName": "rollcall-controller", "containers": [{"name": "controller", "image": "controller"}]}})
+    # The controller names itself in the chart's EndpointSlice while it leads (--leader-endpointslice).
     grpc, metrics = kit.free_port(), kit.free_port()
     SYSTEM["grpc"] = grpc
     SYSTEM["controller_metrics"] = f"http://127.0.0.1:{metrics}"
@@ -121,16 +125,15 @@ def setUpModule():
         kit.binary("rollcall-controller"), "run", f"--grpc-listen=127.0.0.1:{grpc}",
         f"--metrics-listen=127.0.0.1:{metrics}", "--identity=rollcall-controller-0",
         f"--lease-namespace={kit.NAMESPACE}", "--lease-duration=4s", "--lease-grace=2s", "--restart-grace=1s",
-        "--label-leader-pod", *controller_tls_args(roster_dir)],
-        {"KUBECONFIG": controller_kubeconfig, "POD_NAME": "rollcall-controller-0", "RUST_LOG": "info"})
+        "--leader-endpointslice=rollcall-controller", *controller_tls_args(roster_dir)],
+        {"KUBECONFIG": controller_kubeconfig, "POD_NAME": "rollcall-controller-0", "POD_IP": "127.0.0.1",
+         "RUST_LOG": "info"})
     kit.wait_for("the controller leads", lambda: kit.http_get(f"{SYSTEM['controller_metrics']}/readyz")[0] == 200,
                  timeout=60, process=SYSTEM["controller"])
 
-    def pod_role():
-        pod = cluster.get(f"/api/v1/namespaces/{kit.NAMESPACE}/pods/rollcall-controller-0")
-        return pod["metadata"].get("labels", {}).get("rollcall.dev/role")
-    kit.wait_for("the leader labels its Pod", lambda: pod_role() == "leader", timeout=30)
-    SYSTEM["leader_pod_role"] = pod_role()
+    kit.wait_for("the leader names itself in the Service's EndpointSlice",
+                 lambda: leader_endpoints(cluster), timeout=30)
+    SYSTEM["leader_endpoints"] = leader_endpoints(cluster)
     SYSTEM["replica_ready"] = kit.http_get(f"{SYSTEM['controller_metrics']}/readyz/replica")[0]
 
     # The sidecar runs as Pod shop/client-0 and presents a token bound to it (audience
@@ -287,12 +290,18 @@ class Rbac(unittest.TestCase):
         log = SYSTEM["procs"].log(SYSTEM["sidecar"])
         self.assertRegex(log, r"zone from the controller.*zone-a", log[-2000:])
 
-    def test_the_leader_labels_its_pod_and_the_service_selects_that_label(self):
-        # Seen while the controller led (a later test stops it, and it removes the label).
-        self.assertEqual(SYSTEM["leader_pod_role"], "leader")
+    def test_the_leader_is_the_one_endpoint_of_the_selectorless_controller_service(self):
+        # Seen while the controller led (a later test stops it, and it empties the slice).
+        endpoints = SYSTEM["leader_endpoints"]
+        self.assertEqual(len(endpoints), 1, endpoints)
+        self.assertEqual(endpoints[0]["addresses"], ["127.0.0.1"])
+        self.assertEqual(endpoints[0]["targetRef"]["name"], "rollcall-controller-0")
+        self.assertTrue(endpoints[0]["conditions"]["ready"])
         self.assertEqual(SYSTEM["replica_ready"], 200)
         service = SYSTEM["cluster"].get(f"/api/v1/namespaces/{kit.NAMESPACE}/services/rollcall-controller")
-        self.assertEqual(service["spec"]["selector"].get("rollcall.dev/role"), "leader")
+        self.assertNotIn("selector", service["spec"])
+        found = SYSTEM["cluster"].get(f"/apis/discovery.k8s.io/v1/namespaces/{kit.NAMESPACE}/endpointslices/rollcall-controller")
+        self.assertEqual([p["name"] for p in found["ports"]], ["grpc", "metrics"], "the chart's ports stay")
 
 
 class Metrics(unittest.TestCase):
@@ -552,8 +561,10 @@ class Check(unittest.TestCase):
         self.assertTrue(ready, json.dumps(failed, indent=1))
         self.assertIn("nowhere", ready[0]["detail"])
 
-        # The controller stops: it releases the Lease, and nothing answers /readyz.
+        # The controller stops: it releases the Lease, empties the leader slice, and nothing
+        # answers /readyz.
         SYSTEM["procs"].stop(SYSTEM["controller"])
+        self.assertEqual(leader_endpoints(cluster), [], "the leader took itself out of the Service")
         code, report, failed = check(*overrides)
         self.assertEqual(code, 1)
         names = [c["description"] for c in failed]

@@ -179,7 +179,7 @@ pub async fn controller(ctx: &Context, report: &mut Report) {
             let description = "a controller replica is ready";
             if ready >= 1 {
                 report.push(Check::ok(CONTROLLER_CATEGORY, description).detail(format!(
-                    "{ready} of {wanted} ready (a standby is ready when it can take over; the leader carries the label rollcall.dev/role=leader)"
+                    "{ready} of {wanted} ready (a standby is ready when it can take over; the Service reaches the leader through the EndpointSlice rollcall-controller)"
                 )));
             } else {
                 report.push(
