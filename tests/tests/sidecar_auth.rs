@@ -463,6 +463,49 @@ async fn a_pods_reports_are_its_own_bounded_and_about_its_roster_only() {
         .unwrap()
         .unwrap();
     assert_eq!((summary.accepted, summary.ignored), (1, 1), "{summary:?}");
+
+    // The pod reports the ejection again on the legacy RPC, then stops watching the pool: at
+    // its next message, a heartbeat, what it said of the pool stops counting (it used to stay
+    // fresh on heartbeats for as long as the report stream lived).
+    let third = report(&world, &liar_token).await;
+    third
+        .send
+        .send(pb::HealthReport {
+            sidecar: None,
+            pools: vec![pool(vec![health(
+                &target.ip().to_string(),
+                u32::from(target.port()),
+                "ConsecutiveGatewayErrors",
+                "",
+            )])],
+        })
+        .await
+        .unwrap();
+    wait_status(&world, "the ejection reported again", |s| {
+        ejection(s, &target.to_string()).is_some()
+    })
+    .await;
+    drop(watching);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        third
+            .send
+            .send(pb::HealthReport {
+                sidecar: None,
+                pools: Vec::new(),
+            })
+            .await
+            .unwrap();
+        let status = wait_status(&world, "a status", |_| true).await;
+        if ejection(&status, &target.to_string()).is_none() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a pool the pod no longer watches kept its report: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn endpoints(sidecar: &Sidecar) -> usize {

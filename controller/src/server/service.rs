@@ -423,6 +423,17 @@ impl RosterService {
                 named = true;
             }
             let now = Instant::now();
+            // A pool the pod's Watch no longer names stops counting now, on either RPC.
+            if authenticated && let Some(pod) = &open.pod {
+                let sessions = &self.state.sessions;
+                let dropped = store.retain(id, |p| sessions.watches(pod, p));
+                if dropped > 0 {
+                    tracing::debug!(
+                        dropped,
+                        "forgot reports on pools this pod no longer watches"
+                    );
+                }
+            }
             if report.pools.is_empty() {
                 store.heartbeat(id, now);
                 self.count("accepted", &mut summary.accepted);
@@ -457,10 +468,10 @@ impl RosterService {
                         self.count("accepted", &mut summary.accepted);
                     }
                     _ => {
+                        // Not watched, or not served with a roster: what the stream said of
+                        // the pool before no longer counts either.
                         store.heartbeat(id, now);
-                        if feedback.is_some() {
-                            store.forget(id, &pool.pool);
-                        }
+                        store.forget(id, &pool.pool);
                         self.count("ignored", &mut summary.ignored);
                     }
                 }

@@ -91,6 +91,9 @@ impl ReportStore {
     /// later changes are not applied onto a history with a gap.
     pub fn forget(&self, id: StreamId, pool: &PoolRef) {
         let mut reports = self.reports.lock();
+        if let Some(s) = reports.sessions.get_mut(&id) {
+            s.pools.remove(pool);
+        }
         let Some(tally) = reports.pools.get_mut(pool) else {
             return;
         };
@@ -102,6 +105,21 @@ impl ReportStore {
         if had {
             self.mark(pool.clone());
         }
+    }
+
+    /// Forget the stream's reports on every pool `keep` refuses: a pod that stopped watching a
+    /// pool stops counting on it at its next message, whichever RPC it reports on, instead of
+    /// its last report staying fresh on its heartbeats. `keep` runs with the store unlocked.
+    pub fn retain(&self, id: StreamId, keep: impl Fn(&PoolRef) -> bool) -> usize {
+        let reported: Vec<PoolRef> = match self.reports.lock().sessions.get(&id) {
+            Some(s) => s.pools.iter().cloned().collect(),
+            None => return 0,
+        };
+        let dropped: Vec<PoolRef> = reported.into_iter().filter(|p| !keep(p)).collect();
+        for pool in &dropped {
+            self.forget(id, pool);
+        }
+        dropped.len()
     }
 
     fn ingest(&self, id: StreamId, health: PoolHealth, now: Instant, changes: bool) -> bool {
@@ -221,5 +239,54 @@ impl ReportStore {
     fn mark(&self, pool: PoolRef) {
         self.dirty.lock().insert(pool);
         self.changed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(pool: &PoolRef) -> PoolHealth {
+        PoolHealth {
+            pool: pool.clone(),
+            roster_version: 1,
+            panic: false,
+            endpoints: Vec::new(),
+            refused: None,
+            removed: Vec::new(),
+            complete: false,
+            continued: false,
+        }
+    }
+
+    #[test]
+    fn retain_forgets_the_pools_a_pod_stopped_watching_and_keeps_the_rest() {
+        let store = ReportStore::new();
+        let now = Instant::now();
+        let (web, api) = (PoolRef::new("shop", "web"), PoolRef::new("shop", "api"));
+        let sidecar = SidecarId {
+            namespace: "shop".into(),
+            pod: "front-1".into(),
+            instance: "i".into(),
+        };
+        let id = store.open(sidecar.clone(), now);
+        store.record(id, report(&web), now);
+        store.record(id, report(&api), now);
+        store.take_dirty();
+        assert_eq!(store.reporters(&web, now), vec![sidecar.clone()]);
+
+        assert_eq!(store.retain(id, |p| *p == api), 1);
+        assert!(
+            store.reporters(&web, now).is_empty(),
+            "web no longer counts it"
+        );
+        assert!(store.with_pool(&web, now, |t| !t.has_report(id)));
+        assert_eq!(store.reporters(&api, now), vec![sidecar]);
+        assert_eq!(
+            store.take_dirty(),
+            HashSet::from([web]),
+            "web's status is recomputed"
+        );
+        assert_eq!(store.retain(id, |p| *p == api), 0, "nothing left to forget");
     }
 }
