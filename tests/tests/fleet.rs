@@ -1,7 +1,7 @@
 //! The fleet benchmark's driver (`rollcall-fleet`, behind `bench/fleet.sh`) still runs end to
 //! end: a small fleet over TLS with tokens, through the local API server and the real
-//! controller, prints its one `fleet:` line with every field the README quotes. The numbers
-//! are not judged here (benchmarks measure; tests assert behaviour): only that each change
+//! controller, prints its one `fleet:` line with every field docs/benchmarks.md quotes. The
+//! numbers are not judged here (benchmarks measure; tests assert behaviour): only that each change
 //! reached every simulated sidecar and the restart resynced them, which the driver checks
 //! itself and fails on otherwise.
 

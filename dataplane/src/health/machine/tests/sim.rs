@@ -140,8 +140,8 @@ impl Scenario<'_> {
     }
 }
 
-/// The defaults of the README's policy, passive only (the probes are not simulated): 3 gateway
-/// errors, 5 5xx, 20% over 10 s with 20 requests, 50% ejection budget.
+/// The defaults of the health policy (docs/sidecar.md), passive only (the probes are not
+/// simulated): 3 gateway errors, 5 5xx, 20% over 10 s with 20 requests, 50% ejection budget.
 pub fn defaults() -> HealthSettings {
     HealthSettings {
         error_rate_threshold: 0.2,
