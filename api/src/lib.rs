@@ -8,6 +8,8 @@
 
 pub mod delta;
 pub mod edge;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod policy;
 pub mod proto;
 pub mod roster;

@@ -10,6 +10,8 @@ pub mod app;
 pub mod crd;
 #[cfg(test)]
 mod fixtures;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod leader;
 pub mod leader_slice;

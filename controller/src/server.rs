@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 use crate::roster::RosterHub;
 use crate::status::ReportStore;
 
-mod admit;
+pub(crate) mod admit;
 pub mod auth;
 pub mod authz;
 pub mod gate;

@@ -6,6 +6,8 @@ pub mod admin;
 pub mod balance;
 pub mod config;
 pub mod drain;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod health;
 pub mod metrics;
 pub mod outcome;

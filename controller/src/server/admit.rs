@@ -27,6 +27,9 @@ pub const REASONS: &[&str] = &[
     "Stalled",
 ];
 
+/// What a reason outside [`REASONS`] is recorded as.
+pub const OTHER_REASON: &str = "Other";
+
 /// Longest `lastError` kept, in characters.
 pub const MAX_ERROR_CHARS: usize = 256;
 
@@ -42,7 +45,7 @@ pub fn admit(health: &mut PoolHealth, known: &FastSet<SocketAddr>) -> usize {
     }
     for e in &mut health.endpoints {
         if !e.reason.is_empty() && !REASONS.contains(&e.reason.as_str()) {
-            e.reason = "Other".into();
+            e.reason = OTHER_REASON.into();
         }
         if let Some(error) = &mut e.last_error {
             *error = bounded(error);

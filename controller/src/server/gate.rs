@@ -351,7 +351,7 @@ impl SizeGuarded {
     }
 
     /// Follow the framing over `data`; the size a prefix declared when it is over the limit.
-    fn check(&mut self, mut data: &[u8]) -> Result<(), usize> {
+    pub(crate) fn check(&mut self, mut data: &[u8]) -> Result<(), usize> {
         while !data.is_empty() {
             match &mut self.framing {
                 Framing::Message { left } => {

@@ -26,7 +26,7 @@ use crate::config::SidecarConfig;
 use crate::runtime::Runtime;
 
 mod backoff;
-mod book;
+pub(crate) mod book;
 mod credentials;
 mod dial;
 mod health;
