@@ -14,7 +14,8 @@
 #
 # Environment: RATE (200), DURATION (10, seconds per scenario and proxy), INJECT_AT (3),
 # ONLY ("rollcall haproxy nginx"), SCENARIOS (all: "killed black-holed failing-503 failing-500 rare-500
-# healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4"), SKIP_BUILD=1 (reuse target/release), ROLLCALL_LOG (info).
+# healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4 slow
+# slow-recovers"), SKIP_BUILD=1 (reuse target/release), ROLLCALL_LOG (info).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,7 +26,7 @@ RATE="${RATE:-200}"
 DURATION="${DURATION:-10}"
 INJECT_AT="${INJECT_AT:-3}"
 ONLY="${ONLY:-rollcall haproxy nginx}"
-SCENARIOS="${SCENARIOS:-killed black-holed failing-503 failing-500 rare-500 healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4}"
+SCENARIOS="${SCENARIOS:-killed black-holed failing-503 failing-500 rare-500 healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4 slow slow-recovers}"
 
 log() { printf '%s\n' "$*" >&2; }
 

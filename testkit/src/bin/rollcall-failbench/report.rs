@@ -29,6 +29,9 @@ pub struct Row {
     pub back: String,
     /// POSTs (and GETs) that reached the backends more than once.
     pub duplicates: String,
+    /// Backend 2's part of all traffic requests after the injection, and second by second.
+    pub b2_share: Option<f64>,
+    pub b2_share_by_second: Vec<Option<f64>>,
 }
 
 /// A proxy's result in one scenario: figures, or why there are none.
@@ -90,6 +93,9 @@ pub fn row(scenario: Scenario, outcome: &Outcome) -> Row {
             (true, Some(t)) => secs(t),
         },
         duplicates: format!("{}/{}", outcome.duplicate_posts, outcome.duplicate_gets),
+        b2_share: (outcome.backends_after > 0 && scenario.b2_counts())
+            .then(|| outcome.b2_after as f64 / outcome.backends_after as f64),
+        b2_share_by_second: outcome.b2_share.clone(),
         kinds: if kinds.is_empty() {
             "-".into()
         } else {
@@ -164,6 +170,23 @@ pub fn table(scenario: Scenario, plan: &Plan, cells: &[(Kind, Cell)]) -> String 
             }
         }
     }
+    if scenario.shows_share() {
+        for (kind, cell) in cells {
+            if let Ok(r) = cell {
+                let _ = writeln!(
+                    out,
+                    "{:<9} b2 share after the injection {}; by second: {}",
+                    kind.name(),
+                    percent(r.b2_share),
+                    r.b2_share_by_second
+                        .iter()
+                        .map(|s| percent(*s))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+            }
+        }
+    }
     let find = |k: Kind| {
         cells
             .iter()
@@ -182,6 +205,15 @@ pub fn table(scenario: Scenario, plan: &Plan, cells: &[(Kind, Cell)]) -> String 
                     ratio(ours.failed as f64, theirs.failed as f64),
                     ratio(ours.p99_ms, theirs.p99_ms)
                 );
+                if scenario.shows_share() {
+                    let _ = writeln!(
+                        out,
+                        "rollcall vs {}: b2 share {} vs {}",
+                        other.name(),
+                        percent(ours.b2_share),
+                        percent(theirs.b2_share)
+                    );
+                }
             }
         }
     }
@@ -198,7 +230,9 @@ b2 got = traffic requests backend 2 received after the injection (refused: a kil
 cannot count); last b2 req = seconds from the injection to the last one (never stopped = still \
 arriving in the last 0.5 s); marked down = seconds until the proxy's own status view said b2 \
 was out (rollcall /endpoints Ejected, HAProxy stats DOWN; nginx has no view); b2 back = \
-refused-5s only, seconds from backend 2's return to the first request it got; tries = requests \
+refused-5s only, seconds from backend 2's return to the first request it got; b2 share (slow \
+scenarios) = backend 2's part of the traffic requests all backends received after the injection, \
+then second by second (a third is an even split); tries = requests \
 all backends received per client request after the injection (retries included); dup P/G = POSTs / \
 GETs that reached the backends more than once (a POST there twice is an order placed twice). Ratios below 1x \
 favour rollcall; 0 vs 0 is `same`.",
@@ -215,6 +249,11 @@ fn ratio(ours: f64, theirs: f64) -> String {
     } else {
         format!("{:.2}x", ours / theirs)
     }
+}
+
+/// A share as a whole percentage; `-` for none.
+fn percent(share: Option<f64>) -> String {
+    share.map_or_else(|| "-".into(), |s| format!("{:.0}%", s * 100.0))
 }
 
 fn secs(d: Duration) -> String {
@@ -250,5 +289,12 @@ mod tests {
         assert_eq!(ratio(0.0, 0.0), "same");
         assert_eq!(ratio(3.0, 0.0), "worse: they had none");
         assert_eq!(ratio(1.0, 4.0), "0.25x");
+    }
+
+    #[test]
+    fn shares_print_as_whole_percentages() {
+        assert_eq!(percent(Some(1.0 / 3.0)), "33%");
+        assert_eq!(percent(Some(0.004)), "0%");
+        assert_eq!(percent(None), "-");
     }
 }

@@ -28,7 +28,7 @@ pub enum Scenario {
     Fifth500,
     /// Every backend sheds one request in five with a fast 503: an overload, not an outlier.
     AllShed503,
-    /// Backend 2 refuses connections for [`REFUSED_FOR`], then comes back.
+    /// Backend 2 refuses connections for [`RECOVER_AFTER`], then comes back.
     Refused5s,
     /// `BlackHoled` with round-robin balancing: nothing steers away from a slow endpoint by
     /// itself.
@@ -37,7 +37,16 @@ pub enum Scenario {
     /// one request in five with a 500: least-request favours the fast one, its error-rate
     /// penalty starves it of the requests an error-rate detector needs.
     Fifth500FastOfFour,
+    /// Backend 2 turns slow ([`SLOW_B2`] per answer) and keeps answering: its share of the
+    /// traffic should fall, as under a least-connections balancer, without it failing anything.
+    Slow,
+    /// `Slow` for [`RECOVER_AFTER`], then fast again: its share should come back.
+    SlowRecovers,
 }
+
+/// Backend 2's answer time in [`Scenario::Slow`] and [`Scenario::SlowRecovers`] (the others
+/// answer at once).
+pub const SLOW_B2: Duration = Duration::from_millis(100);
 
 /// The backends' answer time in [`Scenario::Fifth500FastOfFour`] (backend 2's: none).
 pub const SLOW_PEERS: Duration = Duration::from_millis(50);
@@ -45,7 +54,7 @@ pub const SLOW_PEERS: Duration = Duration::from_millis(50);
 /// The most backends a scenario uses.
 pub const MAX_BACKENDS: usize = 4;
 
-pub const ALL: [Scenario; 11] = [
+pub const ALL: [Scenario; 13] = [
     Scenario::Killed,
     Scenario::BlackHoled,
     Scenario::Failing503,
@@ -57,12 +66,15 @@ pub const ALL: [Scenario; 11] = [
     Scenario::Refused5s,
     Scenario::BlackHoledRoundRobin,
     Scenario::Fifth500FastOfFour,
+    Scenario::Slow,
+    Scenario::SlowRecovers,
 ];
 
-/// How long backend 2 refuses connections in [`Scenario::Refused5s`].
-pub const REFUSED_FOR: Duration = Duration::from_secs(5);
+/// How long the failure lasts in the scenarios that recover ([`Scenario::Refused5s`]: backend 2
+/// refuses connections; [`Scenario::SlowRecovers`]: it is slow).
+pub const RECOVER_AFTER: Duration = Duration::from_secs(5);
 
-/// How long [`Scenario::Refused5s`] is watched after backend 2 is back, at least.
+/// How long a recovering scenario is watched after backend 2 is back, at least.
 const WATCH_RECOVERY: Duration = Duration::from_secs(7);
 
 /// Timing and load, the same for every run.
@@ -93,6 +105,9 @@ pub struct Outcome {
     pub backends_after: u64,
     /// For [`Scenario::Refused5s`]: from backend 2's return to the first traffic request it got.
     pub back_after: Option<Duration>,
+    /// Backend 2's part of the traffic requests all backends received, second by second after
+    /// the injection (`None` for a second in which none arrived anywhere).
+    pub b2_share: Vec<Option<f64>>,
     /// How long the load ran.
     pub duration: Duration,
     /// POSTs and GETs that reached the backends more than once (a retry of a request that had
@@ -115,6 +130,8 @@ impl Scenario {
             Self::Refused5s => "refused-5s",
             Self::BlackHoledRoundRobin => "black-holed-rr",
             Self::Fifth500FastOfFour => "fifth-500-fast-of-4",
+            Self::Slow => "slow",
+            Self::SlowRecovers => "slow-recovers",
         }
     }
 
@@ -153,6 +170,10 @@ impl Scenario {
             Self::Fifth500FastOfFour => {
                 "4 backends, 3 answer in 50 ms; backend 2 answers at once and fails 1 in 5 with 500 (500s retried)"
             }
+            Self::Slow => {
+                "backend 2 answers every request 100 ms late, the others at once; /healthz stays fast"
+            }
+            Self::SlowRecovers => "backend 2 answers 100 ms late for 5 s, then at once again",
         }
     }
 
@@ -200,15 +221,21 @@ impl Scenario {
 
     /// Whether the failure is undone mid-run.
     pub fn recovers(self) -> bool {
-        self == Self::Refused5s
+        matches!(self, Self::Refused5s | Self::SlowRecovers)
+    }
+
+    /// Whether the table shows backend 2's share of the traffic, second by second: where the
+    /// question is how much traffic a slow endpoint keeps, not what failed.
+    pub fn shows_share(self) -> bool {
+        matches!(self, Self::Slow | Self::SlowRecovers)
     }
 
     /// How long the load runs: longer than planned when the scenario needs it.
     pub fn duration(self, plan: &Plan) -> Duration {
         match self {
-            Self::Refused5s => plan
+            Self::Refused5s | Self::SlowRecovers => plan
                 .duration
-                .max(plan.inject_at + REFUSED_FOR + WATCH_RECOVERY),
+                .max(plan.inject_at + RECOVER_AFTER + WATCH_RECOVERY),
             _ => plan.duration,
         }
     }
@@ -230,6 +257,7 @@ impl Scenario {
                 .for_each(|b| b.set_behavior(Behavior::fail_one_in(5, 503))),
             Self::Refused5s => b2.kill().await,
             Self::Fifth500FastOfFour => b2.set_behavior(Behavior::fail_one_in(5, 500)),
+            Self::Slow | Self::SlowRecovers => b2.set_behavior(Behavior::slow(SLOW_B2)),
         }
     }
 
@@ -238,6 +266,10 @@ impl Scenario {
         match self {
             Self::Refused5s => {
                 backends[1].revive().await?;
+                Ok(true)
+            }
+            Self::SlowRecovers => {
+                backends[1].set_behavior(Behavior::ok());
                 Ok(true)
             }
             _ => Ok(false),
@@ -305,6 +337,9 @@ async fn drive(
     // For a scenario that recovers: when backend 2 came back.
     let mut recovered: Option<Instant> = None;
     let mut back_after = None;
+    // Backend 2's and every backend's counts at the last whole second after the injection.
+    let mut share_mark = (0, 0);
+    let mut b2_share = Vec::new();
     while start.elapsed() < duration {
         ticks.tick().await;
         if stop.load(SeqCst) {
@@ -317,13 +352,21 @@ async fn drive(
         }
         if let Some((at, _)) = injected
             && recovered.is_none()
-            && at.elapsed() >= REFUSED_FOR
+            && at.elapsed() >= RECOVER_AFTER
             && scenario.recover(backends).await?
         {
             recovered = Some(Instant::now());
             last_count = b2.requests();
         }
         let count = b2.requests();
+        if let Some((at, _)) = injected
+            && at.elapsed() >= Duration::from_secs(b2_share.len() as u64 + 1)
+        {
+            let now = (count, total(backends));
+            let (b2_delta, all_delta) = (now.0 - share_mark.0, now.1 - share_mark.1);
+            b2_share.push((all_delta > 0).then(|| b2_delta as f64 / all_delta as f64));
+            share_mark = now;
+        }
         match injected {
             None if start.elapsed() >= plan.inject_at => {
                 let at = Instant::now();
@@ -331,6 +374,7 @@ async fn drive(
                 scenario.inject(backends).await;
                 let count = b2.requests();
                 injected = Some((at, count));
+                share_mark = (count, total(backends));
                 last_count = count;
                 watcher = Some(tokio::spawn(watch_down(view, b2.addr(), at)));
             }
@@ -368,6 +412,7 @@ async fn drive(
         has_view: view.is_some(),
         backends_after: total(backends).saturating_sub(all_before),
         back_after,
+        b2_share,
         duration,
         duplicate_posts,
         duplicate_gets,
