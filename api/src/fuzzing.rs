@@ -42,28 +42,26 @@ pub fn inbound(data: &[u8]) -> bool {
         return false;
     };
     match kind % 2 {
-        0 => {
-            let Ok(wire) = pb::WatchRequest::decode(bytes) else {
-                return false;
-            };
-            let Ok(request) = WatchRequest::try_from(wire) else {
-                return false;
-            };
-            let back = pb::WatchRequest::from(&request);
-            let again = WatchRequest::try_from(back).expect("an accepted request converts back");
-            assert_eq!(again, request);
-        }
-        _ => {
-            let Ok(wire) = pb::HealthReport::decode(bytes) else {
-                return false;
-            };
-            let Ok(report) = HealthReport::try_from(wire) else {
-                return false;
-            };
-            let back = pb::HealthReport::from(&report);
-            let again = HealthReport::try_from(back).expect("an accepted report converts back");
-            assert_eq!(again, report);
-        }
+        0 => edge_round_trip::<pb::WatchRequest, WatchRequest>(bytes),
+        _ => edge_round_trip::<pb::HealthReport, HealthReport>(bytes),
     }
+}
+
+/// Decode `bytes` as the wire message `W` and pass it through the edge into `T`; what the edge
+/// accepts must convert back to a message the edge accepts again as the same value.
+fn edge_round_trip<W, T>(bytes: &[u8]) -> bool
+where
+    W: Message + Default + for<'a> From<&'a T>,
+    T: TryFrom<W> + PartialEq + std::fmt::Debug,
+    T::Error: std::fmt::Debug,
+{
+    let Ok(wire) = W::decode(bytes) else {
+        return false;
+    };
+    let Ok(value) = T::try_from(wire) else {
+        return false;
+    };
+    let again = T::try_from(W::from(&value)).expect("an accepted message converts back");
+    assert_eq!(again, value);
     true
 }
