@@ -363,7 +363,8 @@ async fn drive(
             && at.elapsed() >= Duration::from_secs(b2_share.len() as u64 + 1)
         {
             let now = (count, total(backends));
-            let (b2_delta, all_delta) = (now.0 - share_mark.0, now.1 - share_mark.1);
+            let b2_delta = now.0.saturating_sub(share_mark.0);
+            let all_delta = now.1.saturating_sub(share_mark.1);
             b2_share.push((all_delta > 0).then(|| b2_delta as f64 / all_delta as f64));
             share_mark = now;
         }
