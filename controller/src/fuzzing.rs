@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::FastSet;
 use crate::server::admit::{MAX_ERROR_CHARS, OTHER_REASON, REASONS, admit};
-use crate::server::gate::SizeGuarded;
+use crate::server::frame_limit::SizeGuarded;
 use crate::status::ReportStore;
 
 /// The endpoints the fuzzed reports are judged against: a roster of four.

@@ -13,6 +13,7 @@ use rollcall_controller::leader::LeaseSettings;
 use rollcall_controller::lease_runtime::LeaseRuntime;
 use rollcall_controller::reconcile::Settings;
 use rollcall_controller::server::Limits;
+use rollcall_controller::server::throttle::PendingLimits;
 use rollcall_controller::server::tls::TlsFiles;
 use rollcall_controller::{api_client, app, crd};
 
@@ -81,6 +82,16 @@ struct RunArgs {
     /// this.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     grant_recheck: Duration,
+    /// Roster connections not yet authenticated that one source address may hold (the
+    /// rest are closed as soon as they are accepted). A sidecar authenticates on its first
+    /// request; raise it only where many pods share one address (SNAT).
+    #[arg(long, default_value_t = PendingLimits::default().per_source)]
+    max_unauthenticated_connections_per_source: usize,
+    /// Roster connections not yet authenticated, from all sources together (TLS handshakes in
+    /// progress included): bounds what idle connections can cost; above the number of sidecars
+    /// that reconnect at once after a restart.
+    #[arg(long, default_value_t = PendingLimits::default().total)]
+    max_unauthenticated_connections: usize,
     /// Kubernetes API requests a second, on average (the Lease has its own client).
     #[arg(long, default_value_t = 100.0)]
     api_qps: f64,
@@ -186,6 +197,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         limits: Limits {
             grant_recheck: args.grant_recheck,
+            pending: PendingLimits {
+                per_source: args.max_unauthenticated_connections_per_source,
+                total: args.max_unauthenticated_connections,
+            },
             ..Limits::default()
         },
         tls: args

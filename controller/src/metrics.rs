@@ -46,6 +46,10 @@ pub struct Metrics {
     pub access_review_seconds: Histogram,
     /// Answers served from the review caches, `cache` = token | access, `result` = hit | miss.
     pub review_cache: IntCounterVec,
+    /// Connections closed as soon as they were accepted, `reason` = source_unauthenticated
+    /// (its address holds its share of connections not yet authenticated) | unauthenticated
+    /// (all addresses together hold every place) (`server::throttle`).
+    pub connections_refused: IntCounterVec,
     /// Request messages refused before they were read, `reason` = too_large.
     pub messages_refused: IntCounterVec,
     /// Streams the controller ended for a reason of its own, `reason` = max_age |
@@ -171,6 +175,11 @@ impl Metrics {
             "Token and access answers looked up in the controller's caches, by result",
             &["cache", "result"],
         )?;
+        let connections_refused = counter_vec(
+            "connections_refused_total",
+            "Roster connections closed as soon as they were accepted, by reason",
+            &["reason"],
+        )?;
         let messages_refused = counter_vec(
             "messages_refused_total",
             "Request messages refused before they were read, by reason",
@@ -201,10 +210,11 @@ impl Metrics {
             access_reviews,
             access_review_seconds,
             review_cache,
+            connections_refused,
             messages_refused,
             streams_ended,
         };
-        let collectors: [Box<dyn Collector>; 20] = [
+        let collectors: [Box<dyn Collector>; 21] = [
             Box::new(m.reconciles.clone()),
             Box::new(m.reconcile_seconds.clone()),
             Box::new(m.roster_versions.clone()),
@@ -223,6 +233,7 @@ impl Metrics {
             Box::new(m.access_reviews.clone()),
             Box::new(m.access_review_seconds.clone()),
             Box::new(m.review_cache.clone()),
+            Box::new(m.connections_refused.clone()),
             Box::new(m.messages_refused.clone()),
             Box::new(m.streams_ended.clone()),
         ];

@@ -26,11 +26,13 @@ use crate::status::ReportStore;
 pub(crate) mod admit;
 pub mod auth;
 pub mod authz;
+pub mod frame_limit;
 pub mod gate;
 pub mod grants;
 pub mod identity;
 mod service;
 pub mod sessions;
+pub mod throttle;
 pub mod tls;
 mod transport;
 pub mod zones;
@@ -58,6 +60,8 @@ pub struct Limits {
     /// How often a Watch re-checks its cross-namespace grants (and how long an allowed answer
     /// is cached): a withdrawn RoleBinding ends the stream within twice this.
     pub grant_recheck: Duration,
+    /// Connections not yet authenticated, per source address and in total (`throttle`).
+    pub pending: throttle::PendingLimits,
 }
 
 impl Default for Limits {
@@ -69,6 +73,7 @@ impl Default for Limits {
             max_encoding_message_size: 64 * 1024 * 1024,
             max_pools_per_watch: 256,
             grant_recheck: Duration::from_secs(60),
+            pending: throttle::PendingLimits::default(),
         }
     }
 }
@@ -179,10 +184,13 @@ pub async fn serve(
     let routes = Routes::new(InterceptedService::new(svc, identify));
     match tls {
         Some(config) => {
-            let incoming = tls::incoming(listener, config);
+            let incoming = tls::incoming(listener, config, admission.clone());
             transport::serve(incoming, routes, admission, shutdown).await;
         }
-        None => transport::serve(tls::plaintext(listener), routes, admission, shutdown).await,
+        None => {
+            let incoming = tls::plaintext(listener, admission.clone());
+            transport::serve(incoming, routes, admission, shutdown).await;
+        }
     }
     Ok(())
 }

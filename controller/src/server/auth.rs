@@ -252,12 +252,13 @@ impl Authenticator {
     }
 
     /// Who sent a call with these headers; `None` in insecure mode (the caller's claims stand).
-    /// A token not in the cache is reviewed only when `may_review` (its source has not used up
-    /// its budget of refused tokens).
+    /// A token not in the cache is reviewed only when `may_review()` says so (the caller's
+    /// source reserves one review of its budget of refused tokens; it is not asked when the
+    /// cache answers).
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
-        may_review: bool,
+        may_review: impl FnOnce() -> bool,
     ) -> Result<Option<Identity>, Refusal> {
         let Mode::TokenReview { client, audience } = &self.mode else {
             return Ok(None);
@@ -270,7 +271,7 @@ impl Authenticator {
         if let Some(known) = self.cached(&key) {
             return known.map(Some).map_err(Refusal::Refused);
         }
-        if !may_review {
+        if !may_review() {
             return Err(Refusal::Throttled);
         }
         let review = async {
@@ -481,7 +482,7 @@ mod tests {
     async fn insecure_mode_takes_callers_at_their_word() {
         let auth = Authenticator::insecure();
         assert_eq!(
-            auth.authenticate(&HeaderMap::new(), true).await.unwrap(),
+            auth.authenticate(&HeaderMap::new(), || true).await.unwrap(),
             None
         );
     }

@@ -1,26 +1,22 @@
 //! What every roster request passes before any of its body is read. The caller's token is
-//! checked from the request's headers (`auth`); a source address that keeps sending refused
-//! tokens gets no more reviews for a while (tokens already verified still pass), and its
-//! connection is closed; one pod
-//! may hold only a few connections; and each method's messages may declare only so many bytes,
-//! refused on the gRPC length prefix as it arrives, before tonic reserves room for the message
-//! it announces. A connection that authenticates nothing for a while is closed (`transport`).
-//! Without this, tonic read and decoded a whole request (reserving the declared size, up to its
-//! limit) before the handler looked at the token: 32 unauthenticated streams declaring 3.9 MiB
-//! each grew the controller by over 100 MiB.
+//! checked from the request's headers (`auth`); a TokenReview is reserved from its source's
+//! budget of refused tokens before it is sent (`throttle`), so a source that keeps sending bad
+//! tokens gets no more reviews for a while however many it sends at once (tokens already
+//! verified still pass), and its connection is closed; a connection holds a slot among those
+//! not yet authenticated until its first request authenticates; one pod may hold only a few
+//! connections; and each method's messages may declare only so many bytes (`frame_limit`). A
+//! connection that authenticates nothing for a while is closed (`transport`). Without this,
+//! tonic read and decoded a whole request (reserving the declared size, up to its limit) before
+//! the handler looked at the token: 32 unauthenticated streams declaring 3.9 MiB each grew the
+//! controller by over 100 MiB.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
 use http::HeaderMap;
-use http_body_util::combinators::UnsyncBoxBody;
-use hyper::body::{Body, Frame, SizeHint};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -29,17 +25,9 @@ use tonic::Status;
 use super::Limits;
 use super::auth::{Authenticator, Identity, Refusal};
 use super::sessions::PodKey;
+use super::throttle::{Crowded, PendingSlot, Throttle};
 use crate::metrics::Metrics;
 
-/// A source may have this many tokens refused by TokenReview in a burst...
-const FAILURE_BURST: f64 = 20.0;
-/// ...and then this many a second. A sidecar with a stale token is refused once per
-/// reconnect; only a client sending garbage runs out. So a source costs the API server at most
-/// this many reviews a second for bad tokens, however fast it sends them.
-const FAILURES_PER_SECOND: f64 = 2.0;
-/// Sources whose failures are remembered at most. When full, the one that failed longest ago
-/// is forgotten.
-const SOURCES: usize = 10_000;
 /// Connections one pod may hold at once (a sidecar needs one; a reconnect briefly two).
 pub const CONNECTIONS_PER_POD: usize = 4;
 /// A connection on which nothing authenticates within this time is closed.
@@ -101,34 +89,13 @@ impl Admitted {
     }
 }
 
-/// A source's failed authentications, as a token bucket.
-#[derive(Clone, Copy, Debug)]
-struct Budget {
-    tokens: f64,
-    at: Instant,
-}
-
-impl Budget {
-    fn full(now: Instant) -> Self {
-        Self {
-            tokens: FAILURE_BURST,
-            at: now,
-        }
-    }
-
-    fn refilled(self, now: Instant) -> f64 {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        (self.tokens + elapsed * FAILURES_PER_SECOND).min(FAILURE_BURST)
-    }
-}
-
 /// The admission state every connection shares.
 #[derive(Debug)]
 pub struct Gate {
     auth: Arc<Authenticator>,
     limits: Limits,
     metrics: Metrics,
-    failures: Mutex<HashMap<IpAddr, Budget>>,
+    throttle: Arc<Throttle>,
     pods: Mutex<HashMap<PodKey, usize>>,
 }
 
@@ -138,51 +105,53 @@ impl Gate {
             auth,
             limits,
             metrics,
-            failures: Mutex::default(),
+            throttle: Throttle::new(limits.pending),
             pods: Mutex::default(),
         })
     }
 
-    /// The admission state of one new connection from `peer`.
-    pub fn connection(self: &Arc<Self>, peer: Option<SocketAddr>) -> ConnectionGate {
+    /// A place for a connection just accepted from `peer` (before its TLS handshake) among
+    /// those not yet authenticated; `None` (counted) when its source or everyone holds too
+    /// many: the caller closes it at once.
+    pub fn accept(&self, peer: Option<SocketAddr>) -> Option<PendingSlot> {
+        match self.throttle.hold(peer.map(|p| p.ip())) {
+            Ok(slot) => Some(slot),
+            Err(crowded) => {
+                self.refused_connection(crowded);
+                None
+            }
+        }
+    }
+
+    fn refused_connection(&self, crowded: Crowded) {
+        self.metrics
+            .connections_refused
+            .with_label_values(&[crowded.label()])
+            .inc();
+    }
+
+    /// The admission state of one new connection from `peer`, holding `slot` until a request
+    /// on it authenticates.
+    pub fn connection(
+        self: &Arc<Self>,
+        peer: Option<SocketAddr>,
+        slot: PendingSlot,
+    ) -> ConnectionGate {
+        let insecure = self.auth.is_insecure();
         ConnectionGate {
             gate: self.clone(),
             peer: peer.map(|p| p.ip()),
             pod: Mutex::new(None),
             close: watch::channel(false).0,
-            authenticated: AtomicBool::new(self.auth.is_insecure()),
+            authenticated: AtomicBool::new(insecure),
+            // Without authentication a connection is as good as authenticated once it is up.
+            pending: Mutex::new((!insecure).then_some(slot)),
         }
     }
 
     /// The largest message a request to `path` may declare.
     pub fn message_limit(&self, path: &str) -> usize {
         self.limits.message_limit(path)
-    }
-
-    /// Whether `source` has no failures left to spend.
-    fn throttled(&self, source: IpAddr, now: Instant) -> bool {
-        self.failures
-            .lock()
-            .get(&source)
-            .is_some_and(|b| b.refilled(now) < 1.0)
-    }
-
-    /// Charge one failed authentication to `source`.
-    fn failed(&self, source: IpAddr, now: Instant) {
-        let mut failures = self.failures.lock();
-        if failures.len() >= SOURCES && !failures.contains_key(&source) {
-            failures.retain(|_, b| b.refilled(now) < FAILURE_BURST);
-            if failures.len() >= SOURCES
-                && let Some(oldest) = failures.iter().min_by_key(|(_, b)| b.at).map(|(k, _)| *k)
-            {
-                failures.remove(&oldest);
-            }
-        }
-        let budget = failures.entry(source).or_insert_with(|| Budget::full(now));
-        *budget = Budget {
-            tokens: (budget.refilled(now) - 1.0).max(0.0),
-            at: now,
-        };
     }
 
     fn count(&self, result: &str) {
@@ -202,27 +171,44 @@ pub struct ConnectionGate {
     pod: Mutex<Option<PodKey>>,
     close: watch::Sender<bool>,
     authenticated: AtomicBool,
+    /// Its place among the connections not yet authenticated, until one of its requests is.
+    pending: Mutex<Option<PendingSlot>>,
 }
 
 impl ConnectionGate {
     /// Admit a request with these headers, or say why not. Called before its body is touched.
-    /// A source that keeps sending refused tokens is throttled: a token the cache does not
-    /// know is then refused without a review and the connection closed, while tokens already
+    /// A token the cache does not know costs its source one review from its budget, reserved
+    /// before the review is sent and given back unless the token is refused; a source with
+    /// none left is refused without a review and its connection closed, while tokens already
     /// verified (a real sidecar's behind the same address) still pass.
     pub async fn admit(&self, headers: &HeaderMap) -> Result<Admitted, Status> {
         let now = Instant::now();
-        let may_review = self
-            .peer
-            .is_none_or(|source| !self.gate.throttled(source, now));
-        let identity = match self.gate.auth.authenticate(headers, may_review).await {
+        let reserved = AtomicBool::new(false);
+        let reserve = || match self.peer {
+            None => true,
+            Some(source) => {
+                let granted = self.gate.throttle.reserve(source, now);
+                reserved.store(granted, Ordering::Relaxed);
+                granted
+            }
+        };
+        let outcome = self.gate.auth.authenticate(headers, reserve).await;
+        if let Some(source) = self.peer {
+            let refused = matches!(&outcome, Err(r) if r.was_reviewed());
+            match (reserved.load(Ordering::Relaxed), refused) {
+                // The review it paid for refused the token: spent.
+                (true, true) => {}
+                // Good, or the API server could not say: not the caller's fault.
+                (true, false) => self.gate.throttle.refund(source, Instant::now()),
+                // Refused from the cache: still charged, so repeating a bad token throttles.
+                (false, true) => self.gate.throttle.charge(source, now),
+                (false, false) => {}
+            }
+        }
+        let identity = match outcome {
             Ok(identity) => identity,
             Err(refusal) => {
                 self.gate.count(refusal.label());
-                if refusal.was_reviewed()
-                    && let Some(source) = self.peer
-                {
-                    self.gate.failed(source, now);
-                }
                 if refusal == Refusal::Throttled {
                     self.close();
                 }
@@ -241,6 +227,7 @@ impl ConnectionGate {
             )));
         }
         self.authenticated.store(true, Ordering::Relaxed);
+        self.pending.lock().take();
         self.gate.count("accepted");
         let token_expires = identity
             .as_ref()
@@ -315,204 +302,10 @@ impl Drop for ConnectionGate {
     }
 }
 
-/// Where the reader of a gRPC body stands: inside a 5-byte length prefix, or inside a message
-/// with so many bytes left.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Framing {
-    Prefix { read: usize, len: [u8; 4] },
-    Message { left: usize },
-}
-
-/// A request body whose gRPC messages may declare at most `limit` bytes each: the first
-/// prefix that declares more ends the body with OUT_OF_RANGE, which tonic passes on to the
-/// caller, before it has reserved anything for the message.
-pub struct SizeGuarded {
-    inner: UnsyncBoxBody<Bytes, hyper::Error>,
-    limit: usize,
-    framing: Framing,
-    on_refusal: Option<Box<dyn FnOnce() + Send>>,
-}
-
-impl SizeGuarded {
-    pub fn new(
-        inner: UnsyncBoxBody<Bytes, hyper::Error>,
-        limit: usize,
-        on_refusal: impl FnOnce() + Send + 'static,
-    ) -> Self {
-        Self {
-            inner,
-            limit,
-            framing: Framing::Prefix {
-                read: 0,
-                len: [0; 4],
-            },
-            on_refusal: Some(Box::new(on_refusal)),
-        }
-    }
-
-    /// Follow the framing over `data`; the size a prefix declared when it is over the limit.
-    pub(crate) fn check(&mut self, mut data: &[u8]) -> Result<(), usize> {
-        while !data.is_empty() {
-            match &mut self.framing {
-                Framing::Message { left } => {
-                    let n = (*left).min(data.len());
-                    *left -= n;
-                    data.advance(n);
-                    if *left == 0 {
-                        self.framing = Framing::Prefix {
-                            read: 0,
-                            len: [0; 4],
-                        };
-                    }
-                }
-                Framing::Prefix { read, len } => {
-                    // Byte 0 is the compression flag, bytes 1-4 the length, big-endian.
-                    if *read > 0 {
-                        len[*read - 1] = data[0];
-                    }
-                    *read += 1;
-                    data.advance(1);
-                    if *read == 5 {
-                        let declared = u32::from_be_bytes(*len) as usize;
-                        if declared > self.limit {
-                            return Err(declared);
-                        }
-                        self.framing = if declared == 0 {
-                            Framing::Prefix {
-                                read: 0,
-                                len: [0; 4],
-                            }
-                        } else {
-                            Framing::Message { left: declared }
-                        };
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Body for SizeGuarded {
-    type Data = Bytes;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => frame,
-            Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error.into()))),
-            Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Pending => return Poll::Pending,
-        };
-        if let Some(data) = frame.data_ref()
-            && let Err(declared) = self.check(data)
-        {
-            if let Some(count) = self.on_refusal.take() {
-                count();
-            }
-            let limit = self.limit;
-            return Poll::Ready(Some(Err(Box::new(Status::out_of_range(format!(
-                "a message of {declared} bytes is over this method's limit of {limit} bytes"
-            ))))));
-        }
-        Poll::Ready(Some(Ok(frame)))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use http_body_util::{BodyExt, Full};
-
+    use super::super::throttle::{FAILURE_BURST, FAILURES_PER_SECOND};
     use super::*;
-
-    fn prefix(len: u32) -> Vec<u8> {
-        let mut p = vec![0];
-        p.extend_from_slice(&len.to_be_bytes());
-        p
-    }
-
-    fn guarded(chunks: Vec<Vec<u8>>, limit: usize) -> SizeGuarded {
-        let stream = futures_util::stream::iter(
-            chunks
-                .into_iter()
-                .map(|c| Ok::<_, hyper::Error>(Frame::data(Bytes::from(c)))),
-        );
-        let body = http_body_util::StreamBody::new(stream);
-        SizeGuarded::new(UnsyncBoxBody::new(body), limit, || {})
-    }
-
-    async fn read_all(mut body: SizeGuarded) -> Result<Vec<u8>, Status> {
-        let mut out = Vec::new();
-        while let Some(frame) = body.frame().await {
-            match frame {
-                Ok(f) => out.extend_from_slice(f.data_ref().map_or(&[][..], |d| d)),
-                Err(e) => return Err(*e.downcast::<Status>().unwrap()),
-            }
-        }
-        Ok(out)
-    }
-
-    #[tokio::test]
-    async fn messages_within_the_limit_pass_whole_however_the_bytes_are_cut() {
-        let mut wire = prefix(3);
-        wire.extend_from_slice(b"abc");
-        wire.extend(prefix(0));
-        wire.extend(prefix(8));
-        wire.extend_from_slice(b"12345678");
-        // Every way of cutting the bytes in two, and one byte at a time.
-        for cut in 0..=wire.len() {
-            let chunks = vec![wire[..cut].to_vec(), wire[cut..].to_vec()];
-            assert_eq!(read_all(guarded(chunks, 8)).await.unwrap(), wire);
-        }
-        let bytes = wire.iter().map(|b| vec![*b]).collect();
-        assert_eq!(read_all(guarded(bytes, 8)).await.unwrap(), wire);
-    }
-
-    #[tokio::test]
-    async fn a_prefix_declaring_more_than_the_limit_ends_the_body_before_its_message() {
-        let mut wire = prefix(2);
-        wire.extend_from_slice(b"ok");
-        wire.extend(prefix(4_000_000));
-        // The prefix split across pieces, and no byte of the message sent.
-        let chunks = vec![wire[..9].to_vec(), wire[9..].to_vec()];
-        let refused = std::sync::Arc::new(AtomicBool::new(false));
-        let seen = refused.clone();
-        let stream = futures_util::stream::iter(
-            chunks
-                .into_iter()
-                .map(|c| Ok::<_, hyper::Error>(Frame::data(Bytes::from(c)))),
-        );
-        let body = SizeGuarded::new(
-            UnsyncBoxBody::new(http_body_util::StreamBody::new(stream)),
-            65_536,
-            move || seen.store(true, Ordering::Relaxed),
-        );
-        let status = read_all(body).await.unwrap_err();
-        assert_eq!(status.code(), tonic::Code::OutOfRange);
-        assert!(status.message().contains("4000000 bytes"), "{status:?}");
-        assert!(status.message().contains("65536"), "{status:?}");
-        assert!(refused.load(Ordering::Relaxed));
-        // A message exactly at the limit passes.
-        let mut exact = prefix(4);
-        exact.extend_from_slice(b"abcd");
-        let body = SizeGuarded::new(
-            UnsyncBoxBody::new(Full::new(Bytes::from(exact.clone())).map_err(|n| match n {})),
-            4,
-            || {},
-        );
-        assert_eq!(read_all(body).await.unwrap(), exact);
-    }
 
     #[tokio::test(start_paused = true)]
     async fn a_stream_must_end_when_its_token_expires_or_its_connection_closes() {
@@ -521,7 +314,7 @@ mod tests {
             Limits::default(),
             Metrics::new().unwrap(),
         );
-        let connection = gate.connection(None);
+        let connection = gate.connection(None, PendingSlot::unbounded());
         let admitted = Admitted {
             identity: None,
             token_expires: Some(Instant::now() + Duration::from_secs(90)),
@@ -554,51 +347,127 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_source_runs_out_of_failures_and_earns_them_back_over_time() {
+    /// A gate whose TokenReviews go to a mock API server that refuses every token (after
+    /// `delay`, so callers pile up), and the number of reviews it was sent.
+    fn refusing_gate(delay: Duration) -> (Arc<Gate>, Arc<std::sync::atomic::AtomicUsize>) {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let reviews = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = reviews.clone();
+        tokio::spawn(async move {
+            while let Some((request, send)) = handle.next_request().await {
+                assert!(
+                    request.uri().path().ends_with("/tokenreviews"),
+                    "{request:?}"
+                );
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let refused = serde_json::json!({
+                        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                        "status": {"authenticated": false, "error": "invalid bearer token"}});
+                    send.send_response(
+                        Response::builder()
+                            .body(Body::from(refused.to_string().into_bytes()))
+                            .unwrap(),
+                    );
+                });
+            }
+        });
+        let mode = super::super::auth::Mode::TokenReview {
+            client: kube::Client::new(svc, "default"),
+            audience: "rollcall".into(),
+        };
         let gate = Gate::new(
-            Arc::new(Authenticator::insecure()),
+            Arc::new(Authenticator::new(mode)),
             Limits::default(),
             Metrics::new().unwrap(),
         );
-        let source: IpAddr = [10, 0, 0, 9].into();
-        let other: IpAddr = [10, 0, 0, 10].into();
-        let t0 = Instant::now();
-        for _ in 0..FAILURE_BURST as usize {
-            assert!(!gate.throttled(source, t0));
-            gate.failed(source, t0);
-        }
-        assert!(gate.throttled(source, t0), "the burst is spent");
-        assert!(!gate.throttled(other, t0), "another source is not charged");
-        let half = Duration::from_secs_f64(0.4 / FAILURES_PER_SECOND);
-        assert!(
-            gate.throttled(source, t0 + half),
-            "less than one failure earned"
-        );
-        let one = Duration::from_secs_f64(1.0 / FAILURES_PER_SECOND);
-        assert!(!gate.throttled(source, t0 + one), "one failure earned back");
-        gate.failed(source, t0 + one);
-        assert!(gate.throttled(source, t0 + one));
+        (gate, reviews)
     }
 
-    #[test]
-    fn the_failure_table_stays_bounded_and_forgets_the_oldest() {
+    fn bearer(token: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        headers
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bad_tokens_sent_at_once_from_one_source_cost_at_most_its_burst_of_reviews() {
+        let (gate, reviews) = refusing_gate(Duration::from_millis(200));
+        let peer: SocketAddr = "10.0.0.9:40000".parse().unwrap();
+        // 20 connections x 5 requests, all in flight before any review is answered.
+        let connections: Vec<_> = (0..20)
+            .map(|_| gate.connection(Some(peer), PendingSlot::unbounded()))
+            .collect();
+        let admits = connections.iter().enumerate().flat_map(|(c, connection)| {
+            (0..5).map(move |r| async move {
+                connection.admit(&bearer(&format!("forged-{c}-{r}"))).await
+            })
+        });
+        let outcomes = futures_util::future::join_all(admits).await;
+        let codes: Vec<tonic::Code> = outcomes
+            .iter()
+            .map(|o| o.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok))
+            .collect();
+        let count = |code| codes.iter().filter(|c| **c == code).count();
+        assert_eq!(reviews.load(Ordering::SeqCst), FAILURE_BURST as usize);
+        assert_eq!(count(tonic::Code::Unauthenticated), FAILURE_BURST as usize);
+        assert_eq!(
+            count(tonic::Code::ResourceExhausted),
+            100 - FAILURE_BURST as usize
+        );
+        // Another source still gets its reviews; this one earns one back per half second.
+        let other: SocketAddr = "10.0.0.10:40000".parse().unwrap();
+        let fresh = gate.connection(Some(other), PendingSlot::unbounded());
+        let refused = fresh.admit(&bearer("forged-other")).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        tokio::time::sleep(Duration::from_secs_f64(1.0 / FAILURES_PER_SECOND)).await;
+        let again = gate.connection(Some(peer), PendingSlot::unbounded());
+        let refused = again.admit(&bearer("forged-later")).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        assert_eq!(reviews.load(Ordering::SeqCst), FAILURE_BURST as usize + 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_gives_back_its_pending_place_when_a_request_on_it_authenticates() {
         let gate = Gate::new(
             Arc::new(Authenticator::insecure()),
             Limits::default(),
             Metrics::new().unwrap(),
         );
-        let t0 = Instant::now();
-        let first: IpAddr = [10, 1, 0, 0].into();
-        for _ in 0..FAILURE_BURST as usize {
-            gate.failed(first, t0);
-        }
-        for i in 1..SOURCES as u32 + 5 {
-            let ip = IpAddr::from((0x0a00_0000u32 + i).to_be_bytes());
-            gate.failed(ip, t0 + Duration::from_millis(u64::from(i)));
-        }
-        assert!(gate.failures.lock().len() <= SOURCES);
-        assert!(!gate.failures.lock().contains_key(&first));
+        let peer: SocketAddr = "10.0.0.9:40000".parse().unwrap();
+        let slot = gate.accept(Some(peer)).unwrap();
+        assert_eq!(gate.throttle.pending(), 1);
+        // Without authentication a connection holds no place once it is up.
+        let connection = gate.connection(Some(peer), slot);
+        assert_eq!(gate.throttle.pending(), 0);
+        drop(connection);
+
+        let (gate, _) = refusing_gate(Duration::ZERO);
+        let slot = gate.accept(Some(peer)).unwrap();
+        let connection = gate.connection(Some(peer), slot);
+        assert!(connection.admit(&bearer("forged")).await.is_err());
+        assert_eq!(
+            gate.throttle.pending(),
+            1,
+            "a refused request does not free it"
+        );
+        drop(connection);
+        assert_eq!(gate.throttle.pending(), 0, "closing does");
+        let limits = gate.limits.pending;
+        let held: Vec<_> = (0..limits.per_source)
+            .map(|_| gate.accept(Some(peer)).unwrap())
+            .collect();
+        assert!(gate.accept(Some(peer)).is_none());
+        let crowded = gate
+            .metrics
+            .connections_refused
+            .with_label_values(&["source_unauthenticated"])
+            .get();
+        assert_eq!(crowded, 1);
+        drop(held);
     }
 
     #[test]
@@ -611,16 +480,16 @@ mod tests {
         let pod: PodKey = ("shop".into(), "client-a".into());
         let mut open: Vec<ConnectionGate> = (0..CONNECTIONS_PER_POD)
             .map(|_| {
-                let c = gate.connection(None);
+                let c = gate.connection(None, PendingSlot::unbounded());
                 assert!(c.bind(pod.clone()));
                 assert!(c.bind(pod.clone()), "binding twice counts once");
                 c
             })
             .collect();
-        let extra = gate.connection(None);
+        let extra = gate.connection(None, PendingSlot::unbounded());
         assert!(!extra.bind(pod.clone()));
         assert!(
-            gate.connection(None)
+            gate.connection(None, PendingSlot::unbounded())
                 .bind(("shop".into(), "client-b".into())),
             "another pod is not charged"
         );

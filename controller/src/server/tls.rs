@@ -3,7 +3,8 @@
 //! `RELOAD_EVERY`: a renewed pair is served from the next handshake on, a pair that does not
 //! load is logged and the last good one keeps serving. Until a first pair loads, handshakes
 //! fail and `/readyz` says so. Handshakes run concurrently, each bounded by
-//! `HANDSHAKE_TIMEOUT`, so a client that connects and says nothing holds only its own task;
+//! `HANDSHAKE_TIMEOUT`, so a client that connects and says nothing holds only its own task
+//! and one of the `gate`'s places for connections not yet authenticated;
 //! finished connections are handed to the server (`transport`) as its incoming stream.
 
 use std::net::SocketAddr;
@@ -17,6 +18,9 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
+
+use super::gate::Gate;
+use super::throttle::PendingSlot;
 
 /// How often the certificate files are checked for a renewal.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(10);
@@ -119,24 +123,27 @@ fn reload(resolver: &CertResolver, files: &TlsFiles) -> Result<bool, TlsError> {
 }
 
 /// Accept on `listener`, handshake each connection on its own task, and yield the finished
-/// ones with their peers' addresses. Ends when the stream is dropped.
+/// ones with their peers' addresses and their places among the connections not yet
+/// authenticated (taken before the handshake: a connection the `gate` has no place for is
+/// closed at once). Ends when the stream is dropped.
 pub fn incoming(
     listener: TcpListener,
     config: Arc<rustls::ServerConfig>,
-) -> ReceiverStream<(TlsStream<TcpStream>, Option<SocketAddr>)> {
+    gate: Arc<Gate>,
+) -> ReceiverStream<Accepted<TlsStream<TcpStream>>> {
     let (tx, rx) = mpsc::channel(64);
     let acceptor = TlsAcceptor::from(config);
     tokio::spawn(async move {
         loop {
-            let (tcp, peer) = tokio::select! {
+            let (tcp, peer, slot) = tokio::select! {
                 () = tx.closed() => return,
-                accepted = accept(&listener) => accepted,
+                accepted = admitted(&listener, &gate) => accepted,
             };
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => {
-                        let _ = tx.send((tls, Some(peer))).await;
+                        let _ = tx.send((tls, Some(peer), slot)).await;
                     }
                     Ok(Err(error)) => {
                         tracing::debug!(%peer, %error, "roster TLS handshake failed");
@@ -149,15 +156,35 @@ pub fn incoming(
     ReceiverStream::new(rx)
 }
 
-/// Every connection accepted on `listener`, plaintext, with its peer's address (when the
-/// controller is given no certificate).
+/// Every connection accepted on `listener`, plaintext, with its peer's address and its place
+/// among the connections not yet authenticated (when the controller is given no certificate).
 pub fn plaintext(
     listener: TcpListener,
-) -> impl futures_util::Stream<Item = (TcpStream, Option<SocketAddr>)> {
-    futures_util::stream::unfold(listener, |listener| async move {
-        let (tcp, peer) = accept(&listener).await;
-        Some(((tcp, Some(peer)), listener))
+    gate: Arc<Gate>,
+) -> impl futures_util::Stream<Item = Accepted<TcpStream>> {
+    futures_util::stream::unfold((listener, gate), |(listener, gate)| async move {
+        let (tcp, peer, slot) = admitted(&listener, &gate).await;
+        Some(((tcp, Some(peer), slot), (listener, gate)))
     })
+}
+
+/// A connection as the server takes it: the stream, its peer, its place among the connections
+/// not yet authenticated.
+pub type Accepted<IO> = (IO, Option<SocketAddr>, PendingSlot);
+
+/// The next connection the gate has a place for; those it has none for are closed at once
+/// (dropped before any byte is read), so a flood of idle connections or stalled handshakes
+/// costs a bounded amount.
+async fn admitted(listener: &TcpListener, gate: &Gate) -> (TcpStream, SocketAddr, PendingSlot) {
+    loop {
+        let (tcp, peer) = accept(listener).await;
+        match gate.accept(Some(peer)) {
+            Some(slot) => return (tcp, peer, slot),
+            None => {
+                tracing::debug!(%peer, "roster connection closed at once: too many not yet authenticated")
+            }
+        }
+    }
 }
 
 /// The next connection, with `TCP_NODELAY` set. Accept errors (out of descriptors and the

@@ -30,7 +30,8 @@ use tokio::sync::watch;
 use tonic::service::Routes;
 use tonic::transport::server::TcpConnectInfo;
 
-use super::gate::{Gate, MAX_CONNECTION_AGE, SizeGuarded, UNAUTHENTICATED_CONNECTION_TIMEOUT};
+use super::frame_limit::SizeGuarded;
+use super::gate::{Gate, MAX_CONNECTION_AGE, UNAUTHENTICATED_CONNECTION_TIMEOUT};
 
 /// What one stream may have queued for sending before it waits for the socket: a few roster
 /// parts (about 3 KB each), so a roster of any size flows but never queues whole.
@@ -117,7 +118,7 @@ pub async fn serve<I, IO>(
     gate: Arc<Gate>,
     shutdown: impl Future<Output = ()>,
 ) where
-    I: Stream<Item = (IO, Option<SocketAddr>)>,
+    I: Stream<Item = super::tls::Accepted<IO>>,
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let builder = builder();
@@ -127,7 +128,7 @@ pub async fn serve<I, IO>(
     let mut incoming = Box::pin(incoming);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let (io, peer) = tokio::select! {
+        let (io, peer, slot) = tokio::select! {
             () = &mut shutdown => break,
             next = incoming.next() => match next {
                 Some(accepted) => accepted,
@@ -139,7 +140,7 @@ pub async fn serve<I, IO>(
             io,
             peer,
             routes.clone(),
-            Arc::new(gate.connection(peer)),
+            Arc::new(gate.connection(peer, slot)),
             closing_rx.clone(),
         ));
     }

@@ -206,6 +206,15 @@ async fn run(
     } else {
         vec!["--insecure-no-auth".to_string()]
     };
+    // Every simulated sidecar connects from 127.0.0.1; in a cluster each pod has its own
+    // address, so one source holding this many connections before they authenticate is normal
+    // here only.
+    flags.extend([
+        "--max-unauthenticated-connections-per-source".to_string(),
+        (sidecars + 64).to_string(),
+        "--max-unauthenticated-connections".to_string(),
+        (sidecars + 2048).to_string(),
+    ]);
     let tls_ca = dir.join("tls.crt");
     if tls {
         let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])?;
