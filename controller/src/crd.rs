@@ -137,6 +137,9 @@ pub struct Ejection {
     pub ejected_by: u32,
     /// ... of how many that report on the pool.
     pub of: u32,
+    /// The latest error an ejecting sidecar reported, quoted, in its words, never checked.
+    ///
+    /// Marked `reported by a sidecar:`; at most 256 characters, control characters removed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }

@@ -86,6 +86,9 @@ pub struct Context {
     pub started: Instant,
     /// Events each pool may still record.
     pub event_budget: Mutex<events::EventBudget>,
+    /// Per pool, every endpoint most sidecars ejected when this replica last recorded its
+    /// Events: the next Events are computed against it, never against the capped list.
+    pub recorded_majority: Mutex<std::collections::HashMap<PoolRef, crate::status::Majority>>,
 }
 
 /// Whether to hold a status write until the sidecars that reported before a restart have

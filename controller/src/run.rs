@@ -176,6 +176,7 @@ pub async fn run(
             20,
             Duration::from_secs(60),
         )),
+        recorded_majority: Mutex::default(),
     });
     let (by_slice, by_service) = (pool_reader.clone(), pool_reader.clone());
     let metrics = state.metrics.clone();

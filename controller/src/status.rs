@@ -13,7 +13,7 @@ mod slot_states;
 pub mod store;
 pub mod tally;
 
-pub use aggregate::{Input, Served, aggregate, invalid_spec};
+pub use aggregate::{Aggregated, Input, Majority, Served, aggregate, invalid_spec, summarize};
 pub use coalesce::{Coalescer, Decision};
 pub use pacer::Pacer;
 pub use store::{ReportStore, StreamId};

@@ -396,9 +396,16 @@ async fn a_pods_reports_are_its_own_bounded_and_about_its_roster_only() {
     .await;
     let entry = ejection(&status, &target.to_string()).unwrap();
     assert_eq!(entry["reason"], "Other", "{entry}");
+    // Bounded, cleaned, and marked as the sidecar's words, quoted.
     let last_error = entry["lastError"].as_str().unwrap_or("");
+    let quoted = last_error
+        .strip_prefix("reported by a sidecar: ")
+        .unwrap_or_else(|| panic!("not marked as reported: {last_error:?}"));
     assert!(
-        last_error.chars().count() <= 256 && !last_error.contains('\u{7}'),
+        quoted.starts_with('"')
+            && quoted.ends_with('"')
+            && quoted.chars().count() <= 256 + 2
+            && !quoted.contains('\u{7}'),
         "{last_error:?}"
     );
     assert!(ejection(&status, "10.9.9.9:1").is_none(), "{status}");

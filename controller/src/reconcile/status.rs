@@ -70,8 +70,8 @@ pub async fn update(ctx: &Context, object: &PoolObject) -> Result<Next> {
         .unwrap_or_else(Instant::now);
     let connected = ctx.hub.watchers(&key) as u32;
     let now = (ctx.now)();
-    let (desired, reporting) = ctx.reports.with_pool(&key, fresh_after, |reports| {
-        let desired = status::aggregate(status::Input {
+    let (summary, reporting) = ctx.reports.with_pool(&key, fresh_after, |reports| {
+        let summary = status::summarize(status::Input {
             generation: pool.metadata.generation,
             served,
             reports,
@@ -79,8 +79,12 @@ pub async fn update(ctx: &Context, object: &PoolObject) -> Result<Next> {
             previous: pool.status.as_ref(),
             now,
         });
-        (desired, reports.reporting() as usize)
+        (summary, reports.reporting() as usize)
     });
+    let status::Aggregated {
+        status: desired,
+        majority,
+    } = summary;
     let at = Instant::now();
     let reported_before = pool
         .status
@@ -106,7 +110,7 @@ pub async fn update(ctx: &Context, object: &PoolObject) -> Result<Next> {
         Decision::Unchanged => Ok(Next::Done),
         Decision::WaitUntil(when) => Ok(Next::RetryAt(when)),
         Decision::Write => {
-            write_status(ctx, &pool, &key, desired, at).await?;
+            write_status(ctx, &pool, &key, desired, Some(majority), at).await?;
             Ok(Next::Done)
         }
     }
@@ -161,12 +165,14 @@ fn decide(
     }
 }
 
-/// Write `desired` with server-side apply, then record the Events the change deserves.
+/// Write `desired` with server-side apply, then record the Events the change deserves
+/// (`majority`: every endpoint most sidecars eject now; `None` leaves ejections out).
 async fn write_status(
     ctx: &Context,
     pool: &BackendPool,
     key: &PoolRef,
     desired: BackendPoolStatus,
+    majority: Option<status::Majority>,
     at: Instant,
 ) -> Result<()> {
     let ns = pool.namespace().unwrap_or_default();
@@ -194,7 +200,7 @@ async fn write_status(
     match written {
         Ok(_) => {
             ctx.metrics.status_writes.with_label_values(&["ok"]).inc();
-            record_events(ctx, pool, &desired).await;
+            record_events(ctx, pool, &desired, majority).await;
             ctx.coalescer.lock().wrote(key, desired, at);
             Ok(())
         }
@@ -241,18 +247,40 @@ async fn invalid_spec(object: &PoolObject, invalid: &InvalidSpec, ctx: &Context)
         Decision::Unchanged => return Ok(Next::Done),
         Decision::WaitUntil(when) => return Ok(Next::RetryAt(when)),
     }
-    write_status(ctx, &pool, &key, desired, at).await?;
+    // The spec says nothing about who ejects what: no ejection Events from this write.
+    write_status(ctx, &pool, &key, desired, None, at).await?;
     Ok(Next::Done)
 }
 
-/// Record the Events the written status deserves; a failure is logged, never fatal.
-async fn record_events(ctx: &Context, pool: &BackendPool, written: &BackendPoolStatus) {
+/// Record the Events the written status deserves; a failure is logged, never fatal. The
+/// majority ejections are remembered for the next change, whether or not a recorder is set.
+async fn record_events(
+    ctx: &Context,
+    pool: &BackendPool,
+    written: &BackendPoolStatus,
+    majority: Option<status::Majority>,
+) {
+    let key = pool_ref(pool);
+    let transitions = {
+        let mut recorded = ctx.recorded_majority.lock();
+        let before = recorded.get(&key);
+        // Without a new tally (an unusable spec keeps the ejections listed), nothing changes.
+        let after = match (&majority, before) {
+            (Some(now), _) => now.clone(),
+            (None, Some(before)) => before.clone(),
+            (None, None) => events::listed_majority(written),
+        };
+        let transitions = events::transitions(pool.status.as_ref(), before, written, &after);
+        if let Some(majority) = majority {
+            recorded.insert(key.clone(), majority);
+        }
+        transitions
+    };
     let Some(recorder) = &ctx.recorder else {
         return;
     };
     let reference = pool.object_ref(&());
-    let key = pool_ref(pool);
-    for t in events::transitions(pool.status.as_ref(), written) {
+    for t in transitions {
         if !ctx.event_budget.lock().take(&key, Instant::now()) {
             ctx.metrics.events_dropped.inc();
             tracing::debug!(reason = t.reason, "event budget spent; not recorded");
@@ -335,6 +363,7 @@ pub async fn run(ctx: std::sync::Arc<Context>, pools: Store<PoolObject>, every: 
         for key in ctx.reports.take_dirty() {
             let Some(object) = pools.get(&ObjectRef::new(&key.name).within(&key.namespace)) else {
                 ctx.coalescer.lock().remove(&key);
+                ctx.recorded_majority.lock().remove(&key);
                 ctx.pacer.lock().forget(&key);
                 retries.remove(&key);
                 failures.remove(&key);

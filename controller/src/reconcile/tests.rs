@@ -62,6 +62,7 @@ fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>,
             20,
             Duration::from_secs(60),
         )),
+        recorded_majority: Mutex::default(),
     };
     (Arc::new(ctx), handle)
 }

@@ -1,12 +1,16 @@
 //! Status aggregation, pure: the roster the controller serves plus the latest report of every
 //! sidecar become one `BackendPoolStatus`.
 //!
-//! - An endpoint's state is the one most sidecars report for it (ties go to the healthier
-//!   state); an endpoint nobody reports on counts from its EndpointSlice conditions.
+//! - An endpoint is ejected when most sidecars reporting on the pool eject it (the same rule
+//!   as its Events and as `Panic`: one pod, one vote, a tie is not a majority); otherwise its
+//!   state is the one most of the others report (ties go to the healthier state), and an
+//!   endpoint nobody else reports on counts from its EndpointSlice conditions.
 //! - `ejections` lists every endpoint at least one sidecar ejects: by how many of the sidecars
 //!   reporting on the pool, the most common reason, since the earliest ejection, and the latest
-//!   error seen. The list is capped so a status object cannot grow without bound, keeping the
-//!   endpoints ejected by the most sidecars, so a minority cannot hide a majority's ejection.
+//!   error seen, marked as reported by a sidecar (its text is the sidecar's, not ours). The list
+//!   is capped so a status object cannot grow without bound, keeping the endpoints ejected by
+//!   the most sidecars, so a minority cannot hide a majority's ejection. Beside it, `summarize`
+//!   yields every majority ejection, uncapped, for the Events.
 //! - Conditions: `Ready` (a roster is served and some endpoint can take traffic; `False` with
 //!   `RosterNotApplied` when every reporting sidecar still runs an older roster
 //!   `APPLY_GRACE_MS` after the current one was published — they refused it; at once, with
@@ -20,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use rollcall_api::roster::{EndpointState, Roster};
 
-use super::tally::{PoolTally, STATES};
+use super::tally::{EndpointTally, PoolTally, STATES};
 use crate::crd::{BackendPoolStatus, Ejection, EndpointCounts, SidecarCounts};
 use crate::roster::Problem;
 
@@ -86,7 +90,39 @@ fn age_seconds(version: u64, now: Timestamp) -> u64 {
         / 1000
 }
 
+/// Every endpoint most reporting sidecars eject, by address, uncapped: what Events are
+/// computed from (never from the capped list in the status).
+pub type Majority = BTreeMap<String, MajorityEjection>;
+
+/// One endpoint most reporting sidecars eject.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MajorityEjection {
+    pub pod: Option<String>,
+    pub reason: String,
+    pub ejected_by: u32,
+    pub of: u32,
+}
+
+/// A pool's status, and every endpoint most of its sidecars eject.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Aggregated {
+    pub status: BackendPoolStatus,
+    pub majority: Majority,
+}
+
+/// The status alone.
 pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
+    summarize(input).status
+}
+
+/// Whether `ejected_by` of `of` reporting sidecars is most of them.
+pub fn is_majority(ejected_by: u32, of: u32) -> bool {
+    of > 0 && u64::from(ejected_by) * 2 > u64::from(of)
+}
+
+/// The status, and every endpoint most sidecars eject.
+pub fn summarize(input: Input<'_>) -> Aggregated {
+    let mut majority = Majority::new();
     let reporting = input.reports.reporting();
     let mut status = BackendPoolStatus {
         observed_generation: input.generation,
@@ -102,7 +138,8 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
             (ready, None)
         }
         Served::Roster { version, roster } => {
-            let (counts, ejections) = endpoints(roster, input.reports);
+            let (counts, ejections, most) = endpoints(roster, input.reports);
+            majority = most;
             let ready = if counts.total == 0 {
                 (
                     false,
@@ -178,7 +215,7 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
     // Like an endpoint's state, the pool's panic is what most reporting sidecars say (a tie
     // goes to not in panic): one pod cannot set it.
     let panicking = input.reports.panicking();
-    let panic = if panicking > 0 && panicking * 2 > reporting {
+    let panic = if panicking > 0 && is_majority(panicking, reporting) {
         let msg = format!("{panicking} of {reporting} sidecars route in panic mode");
         (true, "PanicMode".to_string(), msg)
     } else if panicking > 0 {
@@ -196,7 +233,7 @@ pub fn aggregate(input: Input<'_>) -> BackendPoolStatus {
         .into_iter()
         .map(|(kind, (ok, reason, message))| condition(&input, kind, ok, reason, message))
         .collect();
-    status
+    Aggregated { status, majority }
 }
 
 /// The status of a pool whose spec cannot be used: everything last written stays (the
@@ -268,31 +305,78 @@ fn healthiness(s: EndpointState) -> u8 {
     }
 }
 
-fn endpoints(roster: &Roster, reports: &PoolTally) -> (EndpointCounts, Vec<Ejection>) {
+/// The state an endpoint counts as: ejected only when most of the `of` sidecars reporting on
+/// the pool eject it; otherwise the state most of its other reporters give it (ties to the
+/// healthier); with no such reporter, what its EndpointSlice conditions say.
+fn state_of(
+    ep: &rollcall_api::roster::Endpoint,
+    counts: Option<[u32; 5]>,
+    of: u32,
+) -> Option<EndpointState> {
+    let from_slice = || match (ep.terminating, ep.ready || ep.serving) {
+        (true, _) => Some(EndpointState::Draining),
+        (false, true) => Some(EndpointState::Healthy),
+        (false, false) => None,
+    };
+    let Some(counts) = counts else {
+        return from_slice();
+    };
+    let ejected_by = counts[STATES.len() - 1];
+    if is_majority(ejected_by, of) {
+        return Some(EndpointState::Ejected);
+    }
+    STATES
+        .into_iter()
+        .zip(counts)
+        .filter(|(s, n)| *n > 0 && *s != EndpointState::Ejected)
+        .max_by_key(|(s, n)| (*n, healthiness(*s)))
+        .map(|(s, _)| s)
+        .or_else(from_slice)
+}
+
+/// What the sidecars ejecting an endpoint say: the most common reason (among equals the
+/// alphabetically first), the earliest since (Unix ms), and the latest error (among equals the
+/// last reporter's), so the result is stable.
+fn ejection_details(tally: &EndpointTally<'_>) -> (String, u64, Option<String>) {
+    let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut since = u64::MAX;
+    let mut last_error: Option<(u64, &str)> = None;
+    for e in tally.ejecting() {
+        *reasons.entry(e.reason.as_str()).or_default() += 1;
+        since = since.min(e.since_unix_ms);
+        if let Some(error) = &e.last_error
+            && last_error.is_none_or(|(at, _)| e.since_unix_ms >= at)
+        {
+            last_error = Some((e.since_unix_ms, error));
+        }
+    }
+    let reason = reasons
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(r, _)| r.to_string())
+        .unwrap_or_default();
+    let since = if since == u64::MAX { 0 } else { since };
+    (reason, since, last_error.map(|(_, e)| reported(e)))
+}
+
+/// Text a sidecar sent, marked as its word: quoted (escaped), after who said it.
+pub fn reported(text: &str) -> String {
+    format!("reported by a sidecar: {text:?}")
+}
+
+fn endpoints(roster: &Roster, reports: &PoolTally) -> (EndpointCounts, Vec<Ejection>, Majority) {
     let of = reports.reporting();
     let mut counts = EndpointCounts {
         total: roster.endpoints.len() as u32,
         ..Default::default()
     };
     // Every endpoint some sidecar ejects, with how many do; the details are built only for
-    // those listed.
+    // those listed and those most sidecars eject.
     let mut ejecting = Vec::new();
+    let mut majority = Majority::new();
     for ep in &roster.endpoints {
         let seen = reports.endpoint(&ep.addr).filter(|t| t.seen() > 0);
-        let state = match &seen {
-            None => match (ep.terminating, ep.ready || ep.serving) {
-                (true, _) => Some(EndpointState::Draining),
-                (false, true) => Some(EndpointState::Healthy),
-                (false, false) => None,
-            },
-            Some(tally) => STATES
-                .into_iter()
-                .zip(tally.counts)
-                .filter(|(_, n)| *n > 0)
-                .max_by_key(|(s, n)| (*n, healthiness(*s)))
-                .map(|(s, _)| s),
-        };
-        match state {
+        match state_of(ep, seen.as_ref().map(|t| t.counts), of) {
             Some(EndpointState::Healthy | EndpointState::Unknown) => counts.healthy += 1,
             Some(EndpointState::Ejected) => counts.ejected += 1,
             Some(EndpointState::Probation) => counts.probation += 1,
@@ -303,47 +387,44 @@ fn endpoints(roster: &Roster, reports: &PoolTally) -> (EndpointCounts, Vec<Eject
             continue;
         };
         let ejected_by = tally.counts[STATES.len() - 1];
-        if ejected_by > 0 {
-            ejecting.push((ep, tally, ejected_by));
+        if ejected_by == 0 {
+            continue;
         }
+        if is_majority(ejected_by, of) {
+            let (reason, _, _) = ejection_details(&tally);
+            majority.insert(
+                ep.addr.to_string(),
+                MajorityEjection {
+                    pod: ep.pod.clone(),
+                    reason,
+                    ejected_by,
+                    of,
+                },
+            );
+        }
+        ejecting.push((ep, tally, ejected_by));
     }
     // The cap keeps the endpoints most sidecars eject: one pod ejecting many endpoints cannot
     // push a majority's ejection out of the list. Among equals, roster (address) order.
     ejecting.sort_by_key(|(_, _, by)| std::cmp::Reverse(*by));
     ejecting.truncate(MAX_EJECTIONS);
-    let mut ejections = Vec::with_capacity(ejecting.len());
-    for (ep, tally, ejected_by) in ejecting {
-        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut since = u64::MAX;
-        let mut last_error: Option<(u64, &str)> = None;
-        for e in tally.ejecting() {
-            *reasons.entry(e.reason.as_str()).or_default() += 1;
-            since = since.min(e.since_unix_ms);
-            // The latest error; among equals the last reporter's, so the result is stable.
-            if let Some(error) = &e.last_error
-                && last_error.is_none_or(|(at, _)| e.since_unix_ms >= at)
-            {
-                last_error = Some((e.since_unix_ms, error));
+    let ejections = ejecting
+        .into_iter()
+        .map(|(ep, tally, ejected_by)| {
+            let (reason, since, last_error) = ejection_details(&tally);
+            Ejection {
+                address: ep.addr.to_string(),
+                pod: ep.pod.clone(),
+                zone: ep.zone.clone(),
+                reason,
+                since: rfc3339(since),
+                ejected_by,
+                of,
+                last_error,
             }
-        }
-        // Most common; among equals the alphabetically first, so the result is stable.
-        let reason = reasons
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-            .map(|(r, _)| r.to_string())
-            .unwrap_or_default();
-        ejections.push(Ejection {
-            address: ep.addr.to_string(),
-            pod: ep.pod.clone(),
-            zone: ep.zone.clone(),
-            reason,
-            since: rfc3339(if since == u64::MAX { 0 } else { since }),
-            ejected_by,
-            of,
-            last_error: last_error.map(|(_, e)| e.to_string()),
-        });
-    }
-    (counts, ejections)
+        })
+        .collect();
+    (counts, ejections, majority)
 }
 
 fn rfc3339(unix_ms: u64) -> String {

@@ -138,7 +138,11 @@ fn ejections_count_sidecars_and_pick_the_most_common_reason() {
     assert_eq!((e.ejected_by, e.of), (3, 3));
     assert_eq!(e.reason, "ConsecutiveGatewayErrors");
     assert_eq!(e.since, "1970-01-01T00:00:03Z");
-    assert_eq!(e.last_error.as_deref(), Some("error from c"));
+    // The sidecar's text, marked as its word.
+    assert_eq!(
+        e.last_error.as_deref(),
+        Some(r#"reported by a sidecar: "error from c""#)
+    );
     // Endpoint 2: one sidecar of three ejects it; most say healthy.
     assert_eq!((s.ejections[1].ejected_by, s.ejections[1].of), (1, 3));
     assert_eq!(cond(&s, "Degraded").status, "True");
@@ -166,6 +170,56 @@ fn ties_go_to_the_healthier_state() {
     let s = aggregate(input(&r, &tally(&reports)));
     assert_eq!(s.endpoints.as_ref().unwrap().healthy, 1);
     assert_eq!(cond(&s, "Degraded").status, "False");
+}
+
+#[test]
+fn an_ejection_by_fewer_than_most_sidecars_is_not_counted_even_as_the_largest_group() {
+    // Five sidecars: two eject endpoint 1, the other three split between three other states.
+    // The largest group ejects it, but not most: it is not ejected, the pool is not Degraded,
+    // and (the same rule) no Event would say so.
+    let r = roster(1);
+    let reports = [
+        report("a", false, &[(1, Ejected, "ProbeFailures", 1)]),
+        report("b", false, &[(1, Ejected, "ProbeFailures", 1)]),
+        report("c", false, &[(1, Healthy, "", 1)]),
+        report("d", false, &[(1, Probation, "", 1)]),
+        report("e", false, &[(1, Draining, "", 1)]),
+    ];
+    let summary = summarize(input(&r, &tally(&reports)));
+    let s = &summary.status;
+    assert_eq!(s.endpoints.as_ref().unwrap().ejected, 0);
+    assert_eq!(
+        s.endpoints.as_ref().unwrap().healthy,
+        1,
+        "ties go to the healthier"
+    );
+    assert_eq!(cond(s, "Degraded").status, "False");
+    assert!(summary.majority.is_empty());
+    // It is still listed, with how many eject it.
+    assert_eq!((s.ejections[0].ejected_by, s.ejections[0].of), (2, 5));
+    // A third ejecting sidecar makes it most of them: ejected, Degraded, in the majority set.
+    let mut more = reports.to_vec();
+    more[2] = report("c", false, &[(1, Ejected, "ProbeFailures", 1)]);
+    let summary = summarize(input(&r, &tally(&more)));
+    assert_eq!(summary.status.endpoints.as_ref().unwrap().ejected, 1);
+    assert_eq!(cond(&summary.status, "Degraded").status, "True");
+    assert_eq!(
+        summary.majority.get("10.0.0.1:8080"),
+        Some(&MajorityEjection {
+            pod: Some("web-1".into()),
+            reason: "ProbeFailures".into(),
+            ejected_by: 3,
+            of: 5,
+        })
+    );
+}
+
+#[test]
+fn text_a_sidecar_reports_is_quoted_so_it_cannot_pass_for_the_controllers() {
+    assert_eq!(
+        reported(r#"ok" reason: "all healthy"#),
+        r#"reported by a sidecar: "ok\" reason: \"all healthy""#
+    );
 }
 
 #[test]

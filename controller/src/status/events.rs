@@ -1,15 +1,18 @@
 //! Which Kubernetes Events a status change deserves, pure: an endpoint that most reporting
 //! sidecars now eject (`EndpointEjected`), one they no longer eject (`EndpointReadmitted`), and
-//! panic mode starting or ending (`PanicModeEntered`, `PanicModeLeft`). Events are derived only
-//! from written statuses, whose ejection list holds every majority ejection unless it is full
-//! of them (then nothing is concluded from an endpoint missing from it) (already coalesced to about one per pool per second), and at most
+//! panic mode starting or ending (`PanicModeEntered`, `PanicModeLeft`). Ejections and
+//! readmissions come from the tally's uncapped set of majority ejections (`Majority`), compared
+//! with the set this replica last recorded Events for; only before its first record (a new
+//! leader) is the previous set read from the written status, whose capped list holds every
+//! majority ejection unless it is full of them (then nothing is concluded from an endpoint
+//! missing from it). Changes arrive coalesced (about one per pool per second), and at most
 //! `MAX_ENDPOINT_EVENTS` endpoint events are emitted per change, with a summary for the rest,
 //! so a pool-wide blip cannot flood the API server.
 
 use std::collections::BTreeMap;
 
-use super::aggregate::MAX_EJECTIONS;
-use crate::crd::{BackendPoolStatus, Ejection};
+use super::aggregate::{MAX_EJECTIONS, Majority, MajorityEjection, is_majority};
+use crate::crd::BackendPoolStatus;
 
 pub const MAX_ENDPOINT_EVENTS: usize = 5;
 
@@ -25,19 +28,33 @@ pub struct Transition {
     pub pod: Option<String>,
 }
 
-fn majority(e: &Ejection) -> bool {
-    e.of > 0 && e.ejected_by * 2 > e.of
+/// The majority ejections a written status lists (all of them unless its list is full).
+pub fn listed_majority(status: &BackendPoolStatus) -> Majority {
+    status
+        .ejections
+        .iter()
+        .filter(|e| is_majority(e.ejected_by, e.of))
+        .map(|e| {
+            let ejection = MajorityEjection {
+                pod: e.pod.clone(),
+                reason: e.reason.clone(),
+                ejected_by: e.ejected_by,
+                of: e.of,
+            };
+            (e.address.clone(), ejection)
+        })
+        .collect()
 }
 
-/// The endpoints most sidecars eject, and whether that is all of them. The status lists the
-/// most-ejected endpoints first up to `MAX_EJECTIONS`, so every majority ejection is in it
-/// unless the list is full of them; then an endpoint missing from it may still be ejected.
-fn ejected(status: Option<&BackendPoolStatus>) -> (BTreeMap<&str, &Ejection>, bool) {
-    let listed: BTreeMap<&str, &Ejection> = status
+/// The majority ejections (address to Pod) of the status written before, and whether that is
+/// all of them: its list holds the most-ejected endpoints first up to `MAX_EJECTIONS`, so every
+/// majority ejection is in it unless the list is full of them.
+fn written_majority(status: Option<&BackendPoolStatus>) -> (BTreeMap<&str, Option<&str>>, bool) {
+    let listed: BTreeMap<&str, Option<&str>> = status
         .into_iter()
         .flat_map(|s| s.ejections.iter())
-        .filter(|e| majority(e))
-        .map(|e| (e.address.as_str(), e))
+        .filter(|e| is_majority(e.ejected_by, e.of))
+        .map(|e| (e.address.as_str(), e.pod.as_deref()))
         .collect();
     let complete = listed.len() < MAX_EJECTIONS;
     (listed, complete)
@@ -51,17 +68,31 @@ fn panicking(status: Option<&BackendPoolStatus>) -> bool {
     })
 }
 
+/// The Events from `previous` (the status written before) to `next` (the one just written),
+/// with `majority` every endpoint most sidecars now eject and `recorded` the set this replica
+/// last recorded Events for (`None` before its first; `majority` is then compared with what
+/// `previous` lists).
 pub fn transitions(
     previous: Option<&BackendPoolStatus>,
+    recorded: Option<&Majority>,
     next: &BackendPoolStatus,
+    majority: &Majority,
 ) -> Vec<Transition> {
-    let ((before, before_complete), (after, after_complete)) =
-        (ejected(previous), ejected(Some(next)));
+    let (before, before_complete) = match recorded {
+        Some(recorded) => (
+            recorded
+                .iter()
+                .map(|(addr, e)| (addr.as_str(), e.pod.as_deref()))
+                .collect(),
+            true,
+        ),
+        None => written_majority(previous),
+    };
     let mut out = Vec::new();
     let mut endpoint_events = Vec::new();
-    for (addr, e) in &after {
-        // Not listed before is news only if the list held every majority ejection.
-        if !before.contains_key(addr) && before_complete {
+    for (addr, e) in majority {
+        // Not in the set before is news only if that set was complete.
+        if !before.contains_key(addr.as_str()) && before_complete {
             let pod = e
                 .pod
                 .as_deref()
@@ -78,14 +109,14 @@ pub fn transitions(
             });
         }
     }
-    for (addr, e) in &before {
-        // Missing from a full list is not proof it was readmitted.
-        if !after.contains_key(addr) && after_complete {
+    for (addr, pod) in &before {
+        // The set after comes from the tally: complete.
+        if !majority.contains_key(*addr) {
             endpoint_events.push(Transition {
                 reason: "EndpointReadmitted",
                 note: format!("{addr} is no longer ejected by most sidecars"),
                 warning: false,
-                pod: e.pod.clone(),
+                pod: pod.map(str::to_string),
             });
         }
     }
@@ -190,6 +221,7 @@ fn panic_note(s: &BackendPoolStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::Ejection;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
 
@@ -221,29 +253,51 @@ mod tests {
         }
     }
 
+    /// The Events from `before` to `after` for a replica that recorded nothing yet, with the
+    /// tally's majority set being what `after` lists.
+    fn from_written(
+        before: Option<&BackendPoolStatus>,
+        after: &BackendPoolStatus,
+    ) -> Vec<Transition> {
+        transitions(before, None, after, &listed_majority(after))
+    }
+
+    fn majority_of(ejections: &[Ejection]) -> Majority {
+        listed_majority(&status(ejections.to_vec(), false))
+    }
+
     #[test]
     fn majority_ejection_and_readmission_are_events_minority_is_not() {
         let before = status(vec![ejection(1, 2, 3), ejection(2, 1, 3)], false);
         let after = status(vec![ejection(2, 2, 3), ejection(3, 1, 3)], false);
-        let t = transitions(Some(&before), &after);
-        assert_eq!(
-            t,
-            [
-                Transition {
-                    reason: "EndpointEjected",
-                    note: "10.0.0.2:80 (web-2) ejected by 2 of 3 sidecars: ProbeFailures".into(),
-                    warning: true,
-                    pod: Some("web-2".into()),
-                },
-                Transition {
-                    reason: "EndpointReadmitted",
-                    note: "10.0.0.1:80 is no longer ejected by most sidecars".into(),
-                    warning: false,
-                    pod: Some("web-1".into()),
-                },
-            ]
+        let expected = [
+            Transition {
+                reason: "EndpointEjected",
+                note: "10.0.0.2:80 (web-2) ejected by 2 of 3 sidecars: ProbeFailures".into(),
+                warning: true,
+                pod: Some("web-2".into()),
+            },
+            Transition {
+                reason: "EndpointReadmitted",
+                note: "10.0.0.1:80 is no longer ejected by most sidecars".into(),
+                warning: false,
+                pod: Some("web-1".into()),
+            },
+        ];
+        assert_eq!(from_written(Some(&before), &after), expected);
+        assert!(from_written(Some(&after), &after).is_empty());
+        // The same from what this replica recorded.
+        let recorded = listed_majority(&before);
+        let t = transitions(
+            Some(&before),
+            Some(&recorded),
+            &after,
+            &listed_majority(&after),
         );
-        assert!(transitions(Some(&after), &after).is_empty());
+        assert_eq!(t, expected);
+        // A tie is not a majority.
+        let tie = status(vec![ejection(4, 2, 4)], false);
+        assert!(from_written(None, &tie).is_empty());
     }
 
     #[test]
@@ -266,40 +320,69 @@ mod tests {
     fn panic_mode_start_and_end_are_events() {
         let calm = status(vec![], false);
         let panic = status(vec![], true);
-        let t = transitions(Some(&calm), &panic);
+        let t = from_written(Some(&calm), &panic);
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].reason, "PanicModeEntered");
         assert_eq!(t[0].note, "2 of 3 sidecars route in panic mode");
-        assert_eq!(transitions(Some(&panic), &calm)[0].reason, "PanicModeLeft");
-        assert!(transitions(None, &calm).is_empty());
+        assert_eq!(from_written(Some(&panic), &calm)[0].reason, "PanicModeLeft");
+        assert!(from_written(None, &calm).is_empty());
     }
 
     #[test]
-    fn nothing_is_concluded_from_an_endpoint_missing_from_a_list_full_of_majorities() {
+    fn a_new_leader_concludes_nothing_from_an_endpoint_missing_from_a_list_full_of_majorities() {
         let full: Vec<Ejection> = (1..=MAX_EJECTIONS).map(|i| ejection(i, 3, 4)).collect();
-        // A new majority ejection took a place in the full list: endpoint 1 fell out of it, but
-        // is still ejected as far as anyone can tell, so no readmission; and the newcomer may
-        // have been ejected (unlisted) before, so no ejection either.
-        let mut shifted: Vec<Ejection> = (2..=MAX_EJECTIONS).map(|i| ejection(i, 3, 4)).collect();
-        shifted.push(ejection(MAX_EJECTIONS + 1, 4, 4));
-        let out = transitions(Some(&status(full.clone(), false)), &status(shifted, false));
+        // The tally now has one more majority ejection: the written list could not show
+        // whether it was ejected before, so no Event for it; nothing was readmitted.
+        let mut more = full.clone();
+        more.push(ejection(MAX_EJECTIONS + 1, 4, 4));
+        let written = status(full.clone(), false);
+        let out = transitions(Some(&written), None, &written, &majority_of(&more));
         assert!(out.is_empty(), "{out:?}");
-        // Once the list is no longer full, readmissions are known again.
-        let fewer: Vec<Ejection> = (1..MAX_EJECTIONS).map(|i| ejection(i, 3, 4)).collect();
-        let out = transitions(Some(&status(full, false)), &status(fewer, false));
+        // Readmissions are known from the tally, full list or not.
+        let fewer: Vec<Ejection> = (2..=MAX_EJECTIONS).map(|i| ejection(i, 3, 4)).collect();
+        let out = transitions(Some(&written), None, &written, &majority_of(&fewer));
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].reason, "EndpointReadmitted");
-        assert!(
-            out[0]
-                .note
-                .starts_with(&format!("10.0.0.{MAX_EJECTIONS}:80"))
+        assert!(out[0].note.starts_with("10.0.0.1:80"), "{out:?}");
+    }
+
+    #[test]
+    fn past_the_cap_ejections_and_readmissions_come_from_the_tally_not_the_list() {
+        // 60 endpoints ejected by most sidecars: the status lists 50, the tally knows all.
+        let sixty: Vec<Ejection> = (1..=60).map(|i| ejection(i, 3, 4)).collect();
+        let fifty_nine: Vec<Ejection> = (1..=59).map(|i| ejection(i, 3, 4)).collect();
+        let listed = status(sixty[..MAX_EJECTIONS].to_vec(), false);
+        let recorded = majority_of(&fifty_nine);
+        let out = transitions(
+            Some(&listed),
+            Some(&recorded),
+            &listed,
+            &majority_of(&sixty),
         );
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].reason, "EndpointEjected");
+        assert!(out[0].note.starts_with("10.0.0.60:80 (web-60)"), "{out:?}");
+        // Endpoint 55 (never listed) is readmitted: an Event, from the tally.
+        let without_55: Vec<Ejection> = sixty
+            .iter()
+            .filter(|e| e.address != "10.0.0.55:80")
+            .cloned()
+            .collect();
+        let out = transitions(
+            Some(&listed),
+            Some(&majority_of(&sixty)),
+            &listed,
+            &majority_of(&without_55),
+        );
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].reason, "EndpointReadmitted");
+        assert!(out[0].note.starts_with("10.0.0.55:80"), "{out:?}");
     }
 
     #[test]
     fn a_pool_wide_change_is_summarised() {
         let all = status((1..=20).map(|i| ejection(i, 3, 3)).collect(), false);
-        let t = transitions(None, &all);
+        let t = from_written(None, &all);
         assert_eq!(t.len(), MAX_ENDPOINT_EVENTS + 1);
         assert_eq!(
             t[MAX_ENDPOINT_EVENTS].note,
