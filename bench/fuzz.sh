@@ -4,35 +4,57 @@
 # if any target found a crash (the input is kept in fuzz/artifacts/<target>/).
 #   ./bench/fuzz.sh                      # every target, 60 s each
 #   SECONDS_PER_TARGET=3600 ./bench/fuzz.sh report grpc_framing
+#   SMOKE=1 SECONDS_PER_TARGET=10 ./bench/fuzz.sh   # what ./scripts/test runs: no sanitizer,
+#                                        # new inputs to a scratch folder, the corpus untouched
 # New corpus entries land in fuzz/corpus/<target>/; commit the ones worth keeping (after
-# `cargo +nightly fuzz cmin <target>`), and tests/tests/fuzz_corpus.rs replays them on stable.
-# Needs the nightly toolchain and cargo-fuzz; without them it says so and exits 0, so a machine
-# without nightly still runs the rest of bench/.
+# `cargo fuzz cmin <target>`), and tests/tests/fuzz_corpus.rs replays them on stable.
+# Toolchain: nightly when installed (AddressSanitizer, as cargo-fuzz defaults); otherwise the
+# stable toolchain with RUSTC_BOOTSTRAP=1 and no sanitizer (cargo-fuzz passes a -Z flag only for
+# a sanitizer; the coverage instrumentation is stable codegen options): the targets are safe
+# Rust, so what a run finds is a panic or a broken property, which needs no sanitizer.
+# cargo-fuzz is installed into .ci/tools/ when missing (from crates.io, about 40 s).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PER_TARGET="${SECONDS_PER_TARGET:-60}"
 OUT="$ROOT/bench/out/fuzz"
-if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-  echo "fuzz: skipped: no nightly toolchain (rustup toolchain install nightly)"
-  exit 0
+if rustup run nightly rustc --version >/dev/null 2>&1 && [ -z "${SMOKE:-}" ]; then
+  cargo=(cargo +nightly)
+  sanitizer=()
+  toolchain=nightly
+else
+  cargo=(cargo)
+  sanitizer=(-s none)
+  toolchain="stable (RUSTC_BOOTSTRAP=1, no sanitizer)"
+  export RUSTC_BOOTSTRAP=1
 fi
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-  echo "fuzz: skipped: cargo-fuzz is not installed (cargo install cargo-fuzz)"
-  exit 0
+if ! "${cargo[@]}" fuzz --version >/dev/null 2>&1; then
+  export PATH="$ROOT/.ci/tools/bin:$PATH"
+  if ! "${cargo[@]}" fuzz --version >/dev/null 2>&1; then
+    cargo install --locked --quiet cargo-fuzz --version 0.13.2 --root "$ROOT/.ci/tools"
+  fi
 fi
+echo "fuzz: toolchain $toolchain, $("${cargo[@]}" fuzz --version)"
 cd "$ROOT/fuzz"
-mapfile -t ALL < <(cargo +nightly fuzz list)
+mapfile -t ALL < <("${cargo[@]}" fuzz list)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL[@]}")
-cargo +nightly fuzz build
+"${cargo[@]}" fuzz build "${sanitizer[@]}"
 mkdir -p "$OUT"
 failed=0
 for target in "${TARGETS[@]}"; do
   mkdir -p "corpus/$target"
   log="$OUT/$target.log"
+  # SMOKE: new inputs go to a scratch folder; the committed corpus is only read.
+  corpora=()
+  if [ -n "${SMOKE:-}" ]; then
+    scratch="$OUT/scratch/$target"
+    rm -rf "$scratch" && mkdir -p "$scratch"
+    corpora=("$scratch" "corpus/$target")
+  fi
   status=ok
   # -rss_limit_mb: a target that grows without bound is a finding too.
-  if ! cargo +nightly fuzz run "$target" -- -max_total_time="$PER_TARGET" -rss_limit_mb=1024 \
+  if ! "${cargo[@]}" fuzz run "${sanitizer[@]}" "$target" "${corpora[@]}" -- \
+      -max_total_time="$PER_TARGET" -rss_limit_mb=1024 \
       -print_final_stats=1 >"$log" 2>&1; then
     status=crash
     failed=1
