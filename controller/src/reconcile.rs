@@ -26,7 +26,7 @@ use crate::roster::{self, RosterHub, SliceIndex};
 use crate::status::{Coalescer, Pacer, ReportStore, events};
 use crate::{Error, Result};
 
-pub mod status;
+pub mod status_writer;
 
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "rollcall-controller";

@@ -3,7 +3,7 @@
 //! `Controller` for rosters (no debounce: a slice change is published as soon as it is seen).
 //! Slice and Service changes map to the pools that name that Service; a deleted pool is
 //! announced to its watchers (also when its Delete event was missed during a watch outage).
-//! Statuses have their own loop (`reconcile::status::run`), fed by reports and published
+//! Statuses have their own loop (`reconcile::status_writer::run`), fed by reports and published
 //! rosters, so report churn never delays a roster.
 //! Reconciles wait for the slice and Service caches; once the pool cache has synced too, the
 //! hub may say a pool does not exist and the controller reports ready.
@@ -181,7 +181,7 @@ pub async fn run(
     let (by_slice, by_service) = (pool_reader.clone(), pool_reader.clone());
     let metrics = state.metrics.clone();
     // Status has its own loop, so report churn never delays a roster.
-    let statuses = tokio::spawn(reconcile::status::run(
+    let statuses = tokio::spawn(reconcile::status_writer::run(
         ctx.clone(),
         pool_reader.clone(),
         Duration::from_secs(10),

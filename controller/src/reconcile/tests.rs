@@ -68,13 +68,13 @@ fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>,
 }
 
 /// Both paths, as the controller runs them: the roster, then the status.
-async fn reconcile_both(pool: &BackendPool, ctx: &Arc<Context>) -> status::Next {
+async fn reconcile_both(pool: &BackendPool, ctx: &Arc<Context>) -> status_writer::Next {
     let object = PoolObject::from(pool);
     let action = reconcile(Arc::new(object.clone()), ctx.clone())
         .await
         .unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(300)));
-    status::update(ctx, &object).await.unwrap()
+    status_writer::update(ctx, &object).await.unwrap()
 }
 
 fn web_pool() -> BackendPool {
@@ -129,7 +129,7 @@ async fn writes_the_exact_status_with_server_side_apply() {
         let pool = pool.clone();
         tokio::spawn(async move { expect_status_patch(&mut handle, &pool).await })
     };
-    assert_eq!(reconcile_both(&pool, &ctx).await, status::Next::Done);
+    assert_eq!(reconcile_both(&pool, &ctx).await, status_writer::Next::Done);
     let body = verifier.await.unwrap();
     let version = ctx
         .hub
@@ -187,7 +187,7 @@ async fn unchanged_status_is_not_written_again() {
     let again = tokio::time::timeout(Duration::from_secs(1), reconcile_both(&pool, &ctx));
     assert_eq!(
         again.await.expect("no API call expected"),
-        status::Next::Done
+        status_writer::Next::Done
     );
 }
 
@@ -235,7 +235,7 @@ async fn a_change_within_the_interval_waits_instead_of_writing() {
     let next = tokio::time::timeout(Duration::from_secs(1), reconcile_both(&changed, &ctx))
         .await
         .expect("no API call expected");
-    assert!(matches!(next, status::Next::RetryAt(_)), "{next:?}");
+    assert!(matches!(next, status_writer::Next::RetryAt(_)), "{next:?}");
 }
 
 #[tokio::test]
@@ -248,7 +248,7 @@ async fn past_the_overall_bound_another_pools_write_waits_for_its_slot() {
         let pool = pool.clone();
         tokio::spawn(async move { (expect_status_patch(&mut handle, &pool).await, handle) })
     };
-    assert_eq!(reconcile_both(&pool, &ctx).await, status::Next::Done);
+    assert_eq!(reconcile_both(&pool, &ctx).await, status_writer::Next::Done);
     let (_, _handle) = verifier.await.unwrap();
     // A second pool wants its first write in the same instant: the one write a second is
     // spent, so it is told when its slot comes, and makes no API call meanwhile.
@@ -257,7 +257,7 @@ async fn past_the_overall_bound_another_pools_write_waits_for_its_slot() {
     let next = tokio::time::timeout(Duration::from_secs(1), reconcile_both(&canary, &ctx))
         .await
         .expect("no API call expected");
-    let status::Next::RetryAt(at) = next else {
+    let status_writer::Next::RetryAt(at) = next else {
         panic!("{next:?}");
     };
     // One second after the first write, which came before `asked`.
@@ -287,7 +287,7 @@ async fn a_burst_of_reports_costs_one_status_pass_per_interval_not_one_per_repor
             }
         })
     };
-    let statuses = tokio::spawn(status::run(
+    let statuses = tokio::spawn(status_writer::run(
         ctx.clone(),
         store(vec![object]),
         Duration::from_secs(3600),
@@ -322,7 +322,7 @@ async fn a_deleted_pool_is_forgotten_by_the_status_loop() {
     assert_eq!(ctx.pacer.lock().admit(&other, Instant::now()), Ok(()));
     assert!(ctx.pacer.lock().admit(&key, Instant::now()).is_err());
     assert!(ctx.pacer.lock().is_waiting(&key));
-    let statuses = tokio::spawn(status::run(
+    let statuses = tokio::spawn(status_writer::run(
         ctx.clone(),
         store(Vec::<PoolObject>::new()),
         Duration::from_secs(3600),
@@ -375,7 +375,7 @@ async fn after_a_restart_a_status_with_reporting_sidecars_is_not_rewritten_from_
         .await
         .expect("no API call expected");
     assert!(
-        matches!(next, status::Next::RetryAt(at) if at <= tokio::time::Instant::now() + Duration::from_secs(1)),
+        matches!(next, status_writer::Next::RetryAt(at) if at <= tokio::time::Instant::now() + Duration::from_secs(1)),
         "{next:?}"
     );
 }

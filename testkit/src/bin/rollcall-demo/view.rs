@@ -130,6 +130,11 @@ async fn table_rows(client: kube::Client, tx: mpsc::UnboundedSender<String>) {
             }
             for row in table["rows"].as_array().into_iter().flatten() {
                 let row = cells(row);
+                // Before the controller's first status every status column is `<none>`: wait
+                // for it rather than print a row that says nothing.
+                if !has_status(&row) {
+                    continue;
+                }
                 let visible = &row[..row.len().saturating_sub(1)];
                 if visible != &last[..last.len().saturating_sub(1)] {
                     let _ = tx.send(format_row(&row));
@@ -138,6 +143,12 @@ async fn table_rows(client: kube::Client, tx: mpsc::UnboundedSender<String>) {
             }
         }
     }
+}
+
+/// Whether a row (NAME, SERVICE, the status columns, AGE) has any status column filled in.
+fn has_status(row: &[String]) -> bool {
+    let status = row.get(2..row.len().saturating_sub(1)).unwrap_or_default();
+    status.iter().any(|cell| cell != "<none>")
 }
 
 /// A line per ejection that starts or ends.
@@ -211,6 +222,16 @@ mod tests {
             "rows": [{"cells": ["web", "web", 3, null]}]});
         assert_eq!(format_row(&header(&table)), "NAME    SERVICE    HEALTHY");
         assert_eq!(cells(&table["rows"][0]), ["web", "web", "3", "<none>"]);
+        let strings = |cells: &[&str]| cells.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+        assert!(!has_status(&strings(&[
+            "web", "web", "<none>", "<none>", "<none>", "1s"
+        ])));
+        assert!(has_status(&strings(&[
+            "web", "web", "3", "0", "False", "1s"
+        ])));
+        assert!(has_status(&strings(&[
+            "web", "web", "<none>", "<none>", "True", "1s"
+        ])));
     }
 
     #[test]
