@@ -15,7 +15,9 @@
 # Environment: RATE (200), DURATION (10, seconds per scenario and proxy), INJECT_AT (3),
 # ONLY ("rollcall haproxy nginx"), SCENARIOS (all: "killed black-holed failing-503 failing-500 rare-500
 # healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4 slow
-# slow-recovers"), SKIP_BUILD=1 (reuse target/release), ROLLCALL_LOG (info).
+# slow-recovers mild-slow mild-slow-recovers"), ROLLCALL_ALGORITHM (rollcall's balancer where the
+# others use least connections: LeastRequest or PeakEwma; default its policy default),
+# SKIP_BUILD=1 (reuse target/release), ROLLCALL_LOG (info).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,7 +28,8 @@ RATE="${RATE:-200}"
 DURATION="${DURATION:-10}"
 INJECT_AT="${INJECT_AT:-3}"
 ONLY="${ONLY:-rollcall haproxy nginx}"
-SCENARIOS="${SCENARIOS:-killed black-holed failing-503 failing-500 rare-500 healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4 slow slow-recovers}"
+SCENARIOS="${SCENARIOS:-killed black-holed failing-503 failing-500 rare-500 healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4 slow slow-recovers mild-slow mild-slow-recovers}"
+ROLLCALL_ALGORITHM="${ROLLCALL_ALGORITHM:-}"
 
 log() { printf '%s\n' "$*" >&2; }
 
@@ -73,6 +76,7 @@ mkdir -p "$WORK"
 {
     echo "run: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "tools: $("$NGINX" -v 2>&1 | sed 's/.*: //'), $("$HAPROXY" -v | awk 'NR==1 {print "haproxy " $3}'), $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (rollcall)"
+    echo "rollcall balancer: ${ROLLCALL_ALGORITHM:-its default}"
     echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 } | tee "$WORK/tools.txt" >&2
 
@@ -81,7 +85,7 @@ mkdir -p "$WORK"
 # SIGTERM (it then stops the proxy it is running).
 ROLLCALL_LOG="${ROLLCALL_LOG:-info}" "$BIN/rollcall-failbench" \
     --rate "$RATE" --duration "$DURATION" --inject-at "$INJECT_AT" \
-    --only "${proxies[*]}" --scenarios "$SCENARIOS" \
+    --only "${proxies[*]}" --scenarios "$SCENARIOS" --rollcall-algorithm "$ROLLCALL_ALGORITHM" \
     --sidecar "$BIN/rollcall-sidecar" --haproxy "$HAPROXY" --nginx "$NGINX" \
     --work-dir "$WORK" --results "$OUT/failures.txt" &
 DRIVER_PID=$!

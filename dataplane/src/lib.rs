@@ -2,6 +2,7 @@
 //! so tests drive the same code as production.
 #![forbid(unsafe_code)]
 
+pub mod access_log;
 pub mod admin;
 pub mod balance;
 pub mod config;

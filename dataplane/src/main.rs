@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use rollcall_api::roster::SidecarId;
+use rollcall_dataplane::access_log::{self, AccessLogConfig, Destination};
 use rollcall_dataplane::drain::ShutdownPlan;
 use rollcall_dataplane::pool::Tuning;
 use rollcall_dataplane::roster::{ControllerCa, PoolBinding, RosterOptions};
@@ -116,6 +117,16 @@ struct Args {
     /// More spread a heavy load over cores the sidecar has to itself.
     #[arg(long, env = "ROLLCALL_THREADS", default_value = "1")]
     threads: NonZeroUsize,
+    /// Write an access log: one JSON line per request (method, authority, path without its
+    /// query, status, reason, endpoint, tries, durations, bytes; never headers or bodies) to
+    /// this file, appended to, or `-` for standard output. Off by default. Written by a thread
+    /// of its own; lines it cannot keep up with are dropped and counted in
+    /// `rollcall_access_log_dropped_total`.
+    #[arg(long, env = "ROLLCALL_ACCESS_LOG", value_name = "PATH|-")]
+    access_log: Option<Destination>,
+    /// The share of requests the access log records, from 0 to 1 (0.1: one in ten, at random).
+    #[arg(long, env = "ROLLCALL_ACCESS_LOG_SAMPLE", default_value = "1", value_parser = access_log::parse_sample)]
+    access_log_sample: f64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -158,6 +169,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
             pre_stop: args.shutdown_delay,
             grace: args.shutdown_grace,
         },
+        access_log: args.access_log.map(|destination| AccessLogConfig {
+            destination,
+            sample: args.access_log_sample,
+        }),
     };
     let sidecar = match (args.config, args.controller) {
         (Some(_), Some(_)) => anyhow::bail!(

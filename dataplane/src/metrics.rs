@@ -35,6 +35,8 @@ pub struct Metrics {
     pub roster_updates: IntCounterVec,
     /// 1 while a roster stream to the controller is open.
     pub controller_connected: prometheus::IntGauge,
+    /// Access log lines dropped, by reason (`full`, `write_error`).
+    pub access_log_dropped: IntCounterVec,
 }
 
 impl Metrics {
@@ -96,6 +98,11 @@ impl Metrics {
             "Roster messages from the controller, by result (applied, unchanged, superseded, refused, gone, stale, unrequested, malformed)",
             &["result"],
         )?;
+        let access_log_dropped = counter(
+            "rollcall_access_log_dropped_total",
+            "Access log lines dropped, by reason (full: the writer fell behind; write_error)",
+            &["reason"],
+        )?;
         let controller_connected = prometheus::IntGauge::new(
             "rollcall_controller_connected",
             "1 while a roster stream to the controller is open",
@@ -142,6 +149,7 @@ impl Metrics {
             config_reloads,
             roster_updates,
             controller_connected,
+            access_log_dropped,
         })
     }
 

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::access_log::{AccessLog, AccessLogConfig};
 use crate::admin::{self, AdminState, Readiness};
 use crate::config::{self, SidecarConfig};
 use crate::drain::ShutdownPlan;
@@ -42,11 +43,14 @@ pub struct ControlledOptions {
     pub roster: RosterOptions,
 }
 
-/// What both modes share beyond where they listen: the request path's knobs and the exit plan.
+/// What both modes share beyond where they listen: the request path's knobs, the exit plan
+/// and the access log.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     pub tuning: Tuning,
     pub shutdown: ShutdownPlan,
+    /// Opened at start (`tuning.access_log` is then set from it); `None`: off.
+    pub access_log: Option<AccessLogConfig>,
 }
 
 /// A running sidecar.
@@ -72,6 +76,9 @@ pub enum StartError {
     },
     #[error("{0}")]
     Pools(#[source] std::io::Error),
+    /// The access log could not be opened (the message names the file).
+    #[error("{0}")]
+    AccessLog(std::io::Error),
     #[error(transparent)]
     Roster(#[from] roster::OptionsError),
     #[error("cannot set up metrics: {0}")]
@@ -137,7 +144,13 @@ impl Sidecar {
         run: RunOptions,
     ) -> Result<Self, StartError> {
         let metrics = Arc::new(Metrics::new()?);
-        let runtime = Arc::new(Runtime::with_tuning(Arc::clone(&metrics), run.tuning));
+        let mut tuning = run.tuning;
+        if let Some(config) = &run.access_log {
+            let log = AccessLog::open(config, &metrics.access_log_dropped)
+                .map_err(StartError::AccessLog)?;
+            tuning.access_log = Some(log);
+        }
+        let runtime = Arc::new(Runtime::with_tuning(Arc::clone(&metrics), tuning));
         let admin_error = |source| StartError::Admin {
             addr: admin_listen,
             source,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use http::HeaderName;
 use rollcall_api::policy::{Algorithm, PoolPolicy, Protocol};
 
+use crate::access_log::AccessLog;
 use crate::retry::RetryRules;
 use crate::upstream::{DEFAULT_MAX_IDLE_PER_POOL, KeepAlive};
 
@@ -27,7 +28,7 @@ pub struct PoolSettings {
 }
 
 /// Knobs of the request path shared by every pool (command-line flags).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Tuning {
     /// A client's request body that sends nothing for this long is ended: `408`, charged to
     /// no endpoint. Zero disables. nginx's `client_body_timeout`.
@@ -45,6 +46,8 @@ pub struct Tuning {
     pub max_idle_connections: usize,
     /// The zone the sidecar runs in, for zone-aware routing.
     pub local_zone: Option<Arc<str>>,
+    /// The access log, when it is on (`--access-log`).
+    pub access_log: Option<Arc<AccessLog>>,
 }
 
 impl Default for Tuning {
@@ -56,6 +59,7 @@ impl Default for Tuning {
             keepalive: KeepAlive::default(),
             max_idle_connections: DEFAULT_MAX_IDLE_PER_POOL,
             local_zone: None,
+            access_log: None,
         }
     }
 }

@@ -13,7 +13,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -50,6 +50,8 @@ pub(super) struct Progress {
     last_poll: Mutex<Instant>,
     /// The last poll found nothing from the client yet (we wait on the client, not the endpoint).
     waiting_on_client: AtomicBool,
+    /// Body bytes received from the client.
+    received: AtomicU64,
 }
 
 pin_project_lite::pin_project! {
@@ -139,6 +141,7 @@ impl Default for Progress {
             changed: Notify::new(),
             last_poll: Mutex::new(Instant::now()),
             waiting_on_client: AtomicBool::new(false),
+            received: AtomicU64::new(0),
         }
     }
 }
@@ -163,6 +166,11 @@ impl Progress {
         *self.last_poll.lock() = Instant::now();
         self.waiting_on_client
             .store(waiting_on_client, Ordering::Release);
+    }
+
+    /// Body bytes received from the client so far.
+    pub(super) fn received_bytes(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
     }
 
     /// The client's fault, if its body failed or stalled.
@@ -225,6 +233,11 @@ impl Body for ClientBody {
         match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 *this.waiting = None;
+                if let Some(data) = frame.data_ref() {
+                    this.progress
+                        .received
+                        .fetch_add(data.len() as u64, Ordering::Relaxed);
+                }
                 if this.inner.is_end_stream() {
                     this.progress.complete(Instant::now());
                 }

@@ -23,20 +23,24 @@ use super::attempt::{self, Outgoing, TryResult};
 use super::client_body::{Progress, RequestBody};
 use super::grpc;
 use super::headers::{ClientAddr, add_forwarded, strip_hop_by_hop};
+use super::logged::{Arrival, Facts};
+use super::reply::{Kept, Reply};
 use super::request::{Target, grpc_timeout};
-use super::response_body::{Answered, TrackedBody};
+use super::response_body::Answered;
 use super::upgrade::{self, Tunnels};
 use crate::outcome::Verdict;
-use crate::pool::{Endpoint, Pool};
-use crate::retry::{Answer, Clock, LocalAnswer, Next, Plan, TryReport, planner};
-use crate::upstream::{ProxyBody, Release};
+use crate::pool::Pool;
+use crate::retry::{Answer, Clock, Next, Plan, TryReport, planner};
+use crate::upstream::ProxyBody;
 
-/// A 5xx kept while a retry tries to do better.
-struct Kept {
-    response: Response<Incoming>,
-    release: Release,
-    endpoint: Arc<Endpoint>,
-    started: Instant,
+/// What the answer needs to know about the request beyond its head.
+struct Arrived {
+    received: Instant,
+    /// The client's `grpc-timeout`.
+    client_timeout: Option<Duration>,
+    grpc_call: bool,
+    /// What became of the client's body.
+    progress: Arc<Progress>,
 }
 
 /// Forward one request of `client` through `pool`; a protocol upgrade becomes a tunnel on
@@ -60,13 +64,15 @@ pub fn forward(
 pin_project_lite::pin_project! {
     /// A request's future that notes, at debug, a client that went away (its connection
     /// closed, so hyper dropped the request) before it got its answer: the one case no try or
-    /// answer line shows.
+    /// answer line shows. A request the access log sampled gets its line here, or through its
+    /// answer's body.
     struct ClientWaiting<F> {
         #[pin]
         answer: F,
         pool: Arc<Pool>,
         received: Instant,
         answered: bool,
+        logged: Option<Box<Arrival>>,
     }
 
     impl<F> PinnedDrop for ClientWaiting<F> {
@@ -78,19 +84,25 @@ pin_project_lite::pin_project! {
                     waited_ms = this.received.elapsed().as_millis() as u64,
                     "client left before its answer"
                 );
+                if let Some(arrival) = this.logged.take() {
+                    arrival.write(crate::access_log::End::ClientGone);
+                }
             }
         }
     }
 }
 
-impl<F: Future> Future for ClientWaiting<F> {
-    type Output = F::Output;
+impl<F: Future<Output = (Response<ProxyBody>, Facts)>> Future for ClientWaiting<F> {
+    type Output = Response<ProxyBody>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<ProxyBody>> {
         let this = self.project();
-        let response = ready!(this.answer.poll(cx));
+        let (response, facts) = ready!(this.answer.poll(cx));
         *this.answered = true;
-        Poll::Ready(response)
+        Poll::Ready(match this.logged.take() {
+            Some(arrival) => arrival.answered(response, facts),
+            None => response,
+        })
     }
 }
 
@@ -112,38 +124,48 @@ fn forward_request(
             .authority()
             .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
     });
+    let progress = Arc::new(Progress::default());
+    // The one branch a request pays while the access log is off.
+    let logged = match &pool.tuning().access_log {
+        Some(log) => Arrival::sampled(log, pool.name(), &parts, host.as_ref(), received, &progress),
+        None => None,
+    };
     strip_hop_by_hop(&mut parts.headers);
     add_forwarded(&mut parts.headers, client, host.as_ref());
     if let Some(host) = &host {
         parts.headers.insert(header::HOST, host.clone());
     }
-    let answer = answer_request(
-        Arc::clone(&pool),
-        parts,
-        body,
-        host,
+    let arrived = Arrived {
+        received,
         client_timeout,
         grpc_call,
-        received,
-    );
+        progress,
+    };
+    let answer = answer_request(Arc::clone(&pool), parts, body, host, arrived);
     ClientWaiting {
         answer,
         pool,
         received,
         answered: false,
+        logged,
     }
 }
 
-/// Everything after the head: the body prepared, then tries until the planner answers.
+/// Everything after the head: the body prepared, then tries until the planner answers. Says
+/// how it answered beside the answer, for the access log.
 async fn answer_request(
     pool: Arc<Pool>,
     parts: Parts,
     body: Incoming,
     host: Option<HeaderValue>,
-    client_timeout: Option<Duration>,
-    grpc_call: bool,
-    received: Instant,
-) -> Response<ProxyBody> {
+    arrived: Arrived,
+) -> (Response<ProxyBody>, Facts) {
+    let Arrived {
+        received,
+        client_timeout,
+        grpc_call,
+        progress,
+    } = arrived;
     let pool = &pool;
     let settings = pool.settings();
     let target = match Target::of(&parts, host.as_ref(), settings.http2) {
@@ -155,7 +177,8 @@ async fn answer_request(
                 error_response(StatusCode::BAD_REQUEST, "bad-request", &message)
             };
             pool.log_local_answer(400, "bad-request", 0, &message);
-            return pool.finish(response, "client_error", received);
+            let facts = Facts::local("bad-request", &[]);
+            return (pool.finish(response, "client_error", received), facts);
         }
     };
     let idempotent = settings.retry.idempotent(&parts.method, &parts.headers);
@@ -165,7 +188,6 @@ async fn answer_request(
         .and_then(|h| parts.headers.get(h))
         .map(|v| v.as_bytes().to_vec());
 
-    let progress = Arc::new(Progress::default());
     let idle = pool.tuning().request_body_idle;
     let mut body = match RequestBody::prepare(body, idle, &progress).await {
         Ok(body) => body,
@@ -173,7 +195,8 @@ async fn answer_request(
             let local = planner::local_for(outcome);
             pool.log_local_answer(local.status, local.reason, 0, &detail);
             let response = answer::local(local, &detail, grpc_call);
-            return pool.finish(response, "client_error", received);
+            let facts = Facts::local(local.reason, &[]);
+            return (pool.finish(response, "client_error", received), facts);
         }
     };
     let mut clock = Clock::new(
@@ -205,7 +228,7 @@ async fn answer_request(
     loop {
         let now = Instant::now();
         if let Err(answer) = plan.may_start(now) {
-            return reply.respond(answer, None, kept, &detail, plan.tried().len());
+            return reply.respond(answer, None, kept, &detail, plan.tried());
         }
         let routing = pool.routing();
         let endpoint = match routing.pick(hash_key.as_deref(), plan.tried(), now) {
@@ -215,7 +238,7 @@ async fn answer_request(
                     detail = none.message;
                 }
                 let answer = plan.no_endpoint(none.answer);
-                return reply.respond(answer, None, kept, &detail, plan.tried().len());
+                return reply.respond(answer, None, kept, &detail, plan.tried());
             }
         };
         let mut guard = endpoint.load.start_try(now);
@@ -286,6 +309,7 @@ async fn answer_request(
                         release,
                         endpoint: Arc::clone(&endpoint),
                         started,
+                        answered_at: ended,
                     });
                 }
                 if !after.is_zero() {
@@ -293,99 +317,24 @@ async fn answer_request(
                 }
             }
             Next::Answer(Answer::ThisTry) => {
-                let this = answer.map(|(response, release)| Answered {
-                    response,
-                    release,
-                    guard: Some(guard),
-                    endpoint,
-                    started,
-                    client: Arc::clone(&progress),
-                    grpc_trailers: judged_later,
+                let this = answer.map(|(response, release)| {
+                    let answered = Answered {
+                        response,
+                        release,
+                        guard: Some(guard),
+                        endpoint,
+                        started,
+                        client: Arc::clone(&progress),
+                        grpc_trailers: judged_later,
+                    };
+                    (answered, ended)
                 });
-                return reply.respond(Answer::ThisTry, this, kept, &detail, plan.tried().len());
+                return reply.respond(Answer::ThisTry, this, kept, &detail, plan.tried());
             }
             Next::Answer(other) => {
                 guard.finish(outcome.verdict(), ended - started, ended);
-                return reply.respond(other, None, kept, &detail, plan.tried().len());
+                return reply.respond(other, None, kept, &detail, plan.tried());
             }
-        }
-    }
-}
-
-/// What every answer of one request needs: where it is counted and in which form it goes.
-struct Reply<'a> {
-    pool: &'a Arc<Pool>,
-    received: Instant,
-    client: &'a Arc<Progress>,
-    /// A gRPC call: the sidecar's own answers are gRPC answers.
-    grpc_call: bool,
-}
-
-impl Reply<'_> {
-    /// Turn the planner's answer into the response, counted in the request metrics; an answer
-    /// the sidecar makes itself is logged with the `tries` behind it.
-    fn respond(
-        &self,
-        answer: Answer,
-        this: Option<Answered>,
-        kept: Option<Kept>,
-        detail: &str,
-        tries: usize,
-    ) -> Response<ProxyBody> {
-        let pool = self.pool;
-        let real = match answer {
-            Answer::ThisTry => this,
-            Answer::Kept => kept.map(|k| Answered {
-                response: k.response,
-                release: k.release,
-                guard: None,
-                endpoint: k.endpoint,
-                started: k.started,
-                client: Arc::clone(self.client),
-                grpc_trailers: false,
-            }),
-            Answer::Local(local) => {
-                pool.log_local_answer(local.status, local.reason, tries, detail);
-                return pool.finish(
-                    answer::local(local, detail, self.grpc_call),
-                    local.request_label(),
-                    self.received,
-                );
-            }
-        };
-        match real {
-            Some(answered) => {
-                let label = status_label(answered.response.status().as_u16());
-                pool.finish(
-                    TrackedBody::wrap(answered, Arc::clone(pool)),
-                    label,
-                    self.received,
-                )
-            }
-            None => {
-                // The planner only names a real answer when there is one; never panic over it.
-                let fallback = LocalAnswer {
-                    status: 502,
-                    reason: "upstream-reset",
-                };
-                pool.log_local_answer(fallback.status, fallback.reason, tries, detail);
-                pool.finish(
-                    answer::local(fallback, detail, self.grpc_call),
-                    "gateway_error",
-                    self.received,
-                )
-            }
-        }
-    }
-}
-
-pub(super) fn status_label(status: u16) -> &'static str {
-    match Verdict::from_status(status) {
-        Verdict::Success => "success",
-        Verdict::ClientError => "client_error",
-        Verdict::ServerError => "server_error",
-        Verdict::GatewayError | Verdict::ConnectionFailure | Verdict::NotTheEndpoint => {
-            "gateway_error"
         }
     }
 }

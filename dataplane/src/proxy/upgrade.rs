@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::answer;
-use super::forward::status_label;
 use super::headers::{ClientAddr, add_forwarded, strip_hop_by_hop};
+use super::reply::status_label;
 use super::tunnel_idle::Activity;
 use super::websocket_h2;
 use crate::outcome::{Outcome, Verdict};

@@ -23,6 +23,12 @@ use super::ProxyBody;
 pub const DEFAULT_MAX_IDLE_PER_POOL: usize = 1024;
 /// Idle connections kept per endpoint; more are closed when they come back.
 const MAX_IDLE_PER_ENDPOINT: usize = 256;
+/// The longest one checkout waits for a popped connection to turn ready, over all it pops. The
+/// wait it is for lasts one turn of the connection's task (microseconds; a few milliseconds on
+/// a thread busy with other requests), so this bounds what a connection that cannot be used
+/// costs the request that pops it: far below a connect timeout, where the old per-connection
+/// wait of a whole connect timeout let k such connections cost k of them.
+pub(super) const READY_WAIT: Duration = Duration::from_millis(20);
 
 type Sender = http1::SendRequest<ProxyBody>;
 
@@ -159,11 +165,16 @@ impl Inner {
 // === impl IdleKey ===
 
 impl IdleKey {
-    /// A live idle connection of this endpoint, if any. A connection comes back the moment its
-    /// response body ends, a hair before its task marks it ready for the next request: wait
-    /// briefly for that instead of discarding it. A dead one fails `ready` at once and the next
-    /// is tried.
-    pub(super) async fn checkout(&self, wait_ready: Duration) -> Option<Sender> {
+    /// A live idle connection of this endpoint, if any, waiting at most `wait` in all, however
+    /// many connections are popped. A connection comes back the moment its response body ends,
+    /// a hair before its task marks it ready for the next request: that instant is worth a
+    /// wait, so a popped connection that is not ready yet gets what is left of `wait` (pass
+    /// [`READY_WAIT`] or less). One still not ready then cannot be used now (it is still writing
+    /// an upload its endpoint answered early, and the rest is not coming or not taken) and
+    /// leaves the pool; a dead one fails `ready` at once; the next is tried, and once the time
+    /// is spent only connections ready that instant are taken.
+    pub(super) async fn checkout(&self, wait: Duration) -> Option<Sender> {
+        let deadline = Instant::now() + wait;
         loop {
             let mut tx = self.pop_newest()?;
             if tx.is_closed() {
@@ -172,7 +183,7 @@ impl IdleKey {
             if tx.is_ready() {
                 return Some(tx);
             }
-            if let Ok(Ok(())) = tokio::time::timeout(wait_ready, tx.ready()).await {
+            if let Ok(Ok(())) = tokio::time::timeout_at(deadline, tx.ready()).await {
                 return Some(tx);
             }
         }
@@ -238,3 +249,7 @@ impl Drop for IdleKey {
         inner.free.push(self.slot);
     }
 }
+
+#[cfg(test)]
+#[path = "http1_idle_tests.rs"]
+mod tests;

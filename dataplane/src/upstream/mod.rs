@@ -187,7 +187,11 @@ impl Upstream {
             }
             return Box::pin(self.open_http2(connect_timeout)).await;
         }
-        if let Some(tx) = self.idle.checkout(connect_timeout).await {
+        if let Some(tx) = self
+            .idle
+            .checkout(connect_timeout.min(http1_idle::READY_WAIT))
+            .await
+        {
             return Ok(Conn::Http1 { tx, reused: true });
         }
         Box::pin(self.open_http1(connect_timeout)).await

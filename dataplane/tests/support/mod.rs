@@ -41,13 +41,18 @@ impl Harness {
 
     /// Start a sidecar with `yaml` as its config file and these request-path knobs.
     pub async fn start_with(yaml: &str, tuning: Tuning) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("sidecar.yaml");
-        std::fs::write(&path, yaml).expect("write config");
         let run = RunOptions {
             tuning,
             ..RunOptions::default()
         };
+        Self::start_run(yaml, run).await
+    }
+
+    /// Start a sidecar with `yaml` as its config file and these run options.
+    pub async fn start_run(yaml: &str, run: RunOptions) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sidecar.yaml");
+        std::fs::write(&path, yaml).expect("write config");
         let sidecar = sidecar::start_with(
             Options {
                 config: path,

@@ -21,10 +21,16 @@ pub enum Balance {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Shape {
     pub balance: Balance,
+    /// rollcall's algorithm where the others balance by least requests, when not its default
+    /// (`--rollcall-algorithm`, to compare its balancers against the same HAProxy and nginx).
+    pub rollcall_algorithm: Option<&'static str>,
     /// Retry a 500 too (on another backend, idempotent requests only where the proxy knows
     /// the difference): for a scenario whose backend fails with 500s.
     pub retry_500: bool,
 }
+
+/// rollcall's balancers that `--rollcall-algorithm` may name.
+pub const ROLLCALL_ALGORITHMS: [&str; 2] = ["LeastRequest", "PeakEwma"];
 
 /// rollcall-sidecar: HTTP probes like HAProxy's, the per-try timeout shared by all three,
 /// everything else at its defaults (least request, 2 attempts, retry on connect failure, reset,
@@ -48,8 +54,12 @@ pub fn rollcall_yaml(listen: SocketAddr, backends: &[SocketAddr], shape: Shape) 
     } else {
         "    retries: {attempts: 2, perTryTimeout: 1s}\n"
     });
-    if shape.balance == Balance::RoundRobin {
-        yaml.push_str("    loadBalancer: {algorithm: RoundRobin}\n");
+    match (shape.balance, shape.rollcall_algorithm) {
+        (Balance::RoundRobin, _) => yaml.push_str("    loadBalancer: {algorithm: RoundRobin}\n"),
+        (Balance::LeastRequest, Some(algorithm)) => {
+            yaml.push_str(&format!("    loadBalancer: {{algorithm: {algorithm}}}\n"));
+        }
+        (Balance::LeastRequest, None) => {}
     }
     yaml
 }
@@ -175,6 +185,7 @@ mod tests {
         let rr = Shape {
             balance: Balance::RoundRobin,
             retry_500: true,
+            rollcall_algorithm: None,
         };
         let lr = Shape::default();
         assert!(rollcall_yaml(l, &b, rr).contains("algorithm: RoundRobin"));
@@ -190,5 +201,13 @@ mod tests {
         assert!(!rollcall_yaml(l, &b, lr).contains("retryOn"));
         assert!(haproxy_cfg(l, s, &b, lr).contains("response-timeout 502"));
         assert!(!nginx_conf(l, Path::new("/tmp"), &b, lr).contains("http_500"));
+        // Another rollcall balancer changes rollcall alone, and never a round-robin scenario.
+        let ewma = |shape: Shape| Shape {
+            rollcall_algorithm: Some("PeakEwma"),
+            ..shape
+        };
+        assert!(rollcall_yaml(l, &b, ewma(lr)).contains("algorithm: PeakEwma"));
+        assert!(rollcall_yaml(l, &b, ewma(rr)).contains("algorithm: RoundRobin"));
+        assert!(haproxy_cfg(l, s, &b, ewma(lr)).contains("balance leastconn"));
     }
 }

@@ -46,6 +46,10 @@ struct Args {
     /// Scenarios to run (bench/failures.sh lists them all); default: every one.
     #[arg(long, default_value = "")]
     scenarios: String,
+    /// rollcall's balancer where HAProxy and nginx balance by least connections:
+    /// LeastRequest or PeakEwma (default: the policy's default).
+    #[arg(long, default_value = "")]
+    rollcall_algorithm: String,
     /// The rollcall-sidecar binary (default: next to this executable).
     #[arg(long)]
     sidecar: Option<PathBuf>,
@@ -87,7 +91,17 @@ async fn main() -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("creating {}", args.work_dir.display()))?;
+    let rollcall_algorithm = match args.rollcall_algorithm.as_str() {
+        "" => None,
+        name => Some(
+            config::ROLLCALL_ALGORITHMS
+                .into_iter()
+                .find(|a| *a == name)
+                .with_context(|| format!("unknown --rollcall-algorithm `{name}`"))?,
+        ),
+    };
     let setup = Setup {
+        rollcall_algorithm,
         sidecar: match args.sidecar {
             Some(path) => path,
             None => std::env::current_exe()?.with_file_name("rollcall-sidecar"),

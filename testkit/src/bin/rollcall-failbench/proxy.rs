@@ -32,6 +32,8 @@ pub const ALL: [Kind; 3] = [Kind::Rollcall, Kind::Haproxy, Kind::Nginx];
 #[derive(Clone, Debug)]
 pub struct Setup {
     pub sidecar: PathBuf,
+    /// rollcall's balancer where the others balance by least requests (default: its own).
+    pub rollcall_algorithm: Option<&'static str>,
     pub haproxy: PathBuf,
     pub nginx: PathBuf,
     pub dir: PathBuf,

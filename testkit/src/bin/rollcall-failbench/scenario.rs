@@ -42,11 +42,21 @@ pub enum Scenario {
     Slow,
     /// `Slow` for [`RECOVER_AFTER`], then fast again: its share should come back.
     SlowRecovers,
+    /// Every backend answers in [`MILD_PEERS`]; backend 2 turns [`MILD_B2`] slow (2.5×): at
+    /// 200 requests/s in-flight counts seldom differ, so least request sees little of it.
+    MildSlow,
+    /// `MildSlow` for [`RECOVER_AFTER`], then as fast as the others again.
+    MildSlowRecovers,
 }
 
 /// Backend 2's answer time in [`Scenario::Slow`] and [`Scenario::SlowRecovers`] (the others
 /// answer at once).
 pub const SLOW_B2: Duration = Duration::from_millis(100);
+
+/// Every backend's answer time in [`Scenario::MildSlow`] and [`Scenario::MildSlowRecovers`],
+/// and backend 2's while it is slow.
+pub const MILD_PEERS: Duration = Duration::from_millis(10);
+pub const MILD_B2: Duration = Duration::from_millis(25);
 
 /// The backends' answer time in [`Scenario::Fifth500FastOfFour`] (backend 2's: none).
 pub const SLOW_PEERS: Duration = Duration::from_millis(50);
@@ -54,7 +64,7 @@ pub const SLOW_PEERS: Duration = Duration::from_millis(50);
 /// The most backends a scenario uses.
 pub const MAX_BACKENDS: usize = 4;
 
-pub const ALL: [Scenario; 13] = [
+pub const ALL: [Scenario; 15] = [
     Scenario::Killed,
     Scenario::BlackHoled,
     Scenario::Failing503,
@@ -68,10 +78,12 @@ pub const ALL: [Scenario; 13] = [
     Scenario::Fifth500FastOfFour,
     Scenario::Slow,
     Scenario::SlowRecovers,
+    Scenario::MildSlow,
+    Scenario::MildSlowRecovers,
 ];
 
 /// How long the failure lasts in the scenarios that recover ([`Scenario::Refused5s`]: backend 2
-/// refuses connections; [`Scenario::SlowRecovers`]: it is slow).
+/// refuses connections; [`Scenario::SlowRecovers`], [`Scenario::MildSlowRecovers`]: it is slow).
 pub const RECOVER_AFTER: Duration = Duration::from_secs(5);
 
 /// How long a recovering scenario is watched after backend 2 is back, at least.
@@ -132,6 +144,8 @@ impl Scenario {
             Self::Fifth500FastOfFour => "fifth-500-fast-of-4",
             Self::Slow => "slow",
             Self::SlowRecovers => "slow-recovers",
+            Self::MildSlow => "mild-slow",
+            Self::MildSlowRecovers => "mild-slow-recovers",
         }
     }
 
@@ -174,6 +188,10 @@ impl Scenario {
                 "backend 2 answers every request 100 ms late, the others at once; /healthz stays fast"
             }
             Self::SlowRecovers => "backend 2 answers 100 ms late for 5 s, then at once again",
+            Self::MildSlow => "every backend answers in 10 ms; backend 2 turns to 25 ms (2.5x)",
+            Self::MildSlowRecovers => {
+                "every backend answers in 10 ms; backend 2 in 25 ms for 5 s, then 10 ms again"
+            }
         }
     }
 
@@ -204,12 +222,20 @@ impl Scenario {
 
     /// How the backends behave before the failure (a healthy pool of this shape).
     fn baseline(self, backends: &[TestBackend]) {
-        if self == Self::Fifth500FastOfFour {
-            for (i, b) in backends.iter().enumerate() {
-                if i != 1 {
-                    b.set_behavior(Behavior::slow(SLOW_PEERS));
+        match self {
+            Self::Fifth500FastOfFour => {
+                for (i, b) in backends.iter().enumerate() {
+                    if i != 1 {
+                        b.set_behavior(Behavior::slow(SLOW_PEERS));
+                    }
                 }
             }
+            Self::MildSlow | Self::MildSlowRecovers => {
+                for b in backends {
+                    b.set_behavior(Behavior::slow(MILD_PEERS));
+                }
+            }
+            _ => {}
         }
     }
 
@@ -221,19 +247,25 @@ impl Scenario {
 
     /// Whether the failure is undone mid-run.
     pub fn recovers(self) -> bool {
-        matches!(self, Self::Refused5s | Self::SlowRecovers)
+        matches!(
+            self,
+            Self::Refused5s | Self::SlowRecovers | Self::MildSlowRecovers
+        )
     }
 
     /// Whether the table shows backend 2's share of the traffic, second by second: where the
     /// question is how much traffic a slow endpoint keeps, not what failed.
     pub fn shows_share(self) -> bool {
-        matches!(self, Self::Slow | Self::SlowRecovers)
+        matches!(
+            self,
+            Self::Slow | Self::SlowRecovers | Self::MildSlow | Self::MildSlowRecovers
+        )
     }
 
     /// How long the load runs: longer than planned when the scenario needs it.
     pub fn duration(self, plan: &Plan) -> Duration {
         match self {
-            Self::Refused5s | Self::SlowRecovers => plan
+            Self::Refused5s | Self::SlowRecovers | Self::MildSlowRecovers => plan
                 .duration
                 .max(plan.inject_at + RECOVER_AFTER + WATCH_RECOVERY),
             _ => plan.duration,
@@ -258,6 +290,7 @@ impl Scenario {
             Self::Refused5s => b2.kill().await,
             Self::Fifth500FastOfFour => b2.set_behavior(Behavior::fail_one_in(5, 500)),
             Self::Slow | Self::SlowRecovers => b2.set_behavior(Behavior::slow(SLOW_B2)),
+            Self::MildSlow | Self::MildSlowRecovers => b2.set_behavior(Behavior::slow(MILD_B2)),
         }
     }
 
@@ -270,6 +303,10 @@ impl Scenario {
             }
             Self::SlowRecovers => {
                 backends[1].set_behavior(Behavior::ok());
+                Ok(true)
+            }
+            Self::MildSlowRecovers => {
+                backends[1].set_behavior(Behavior::slow(MILD_PEERS));
                 Ok(true)
             }
             _ => Ok(false),
@@ -301,7 +338,11 @@ pub async fn run(
     let backends = &backends[..scenario.backends().min(backends.len())];
     scenario.baseline(backends);
     let addrs: Vec<SocketAddr> = backends.iter().map(TestBackend::addr).collect();
-    let mut proxy = Running::start(kind, setup, &addrs, scenario.shape(), scenario.name()).await?;
+    let shape = Shape {
+        rollcall_algorithm: setup.rollcall_algorithm,
+        ..scenario.shape()
+    };
+    let mut proxy = Running::start(kind, setup, &addrs, shape, scenario.name()).await?;
     let result = drive(scenario, &mut proxy, backends, plan, stop).await;
     proxy.save_counters().await;
     proxy.stop().await;
