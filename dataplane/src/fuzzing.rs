@@ -51,9 +51,13 @@ pub fn roster_stream(mut data: &[u8]) -> bool {
             Ok(Assembled::Partial) | Err(_) => continue,
         };
         let outcome = book.apply(complete);
-        if outcome.changed() {
+        if let Some(pool) = outcome.changed() {
             changed = true;
+            let one = book
+                .pool_config(pool)
+                .expect("a changed pool is in the book");
             let config = book.config();
+            assert!(config.pools.contains(&one), "{outcome}");
             assert!(config.pools.len() <= bindings.len(), "{outcome}");
             let text = serde_json::to_string(&config).expect("a config serializes");
             if let Err(error) = SidecarConfig::parse(&text, "fuzz") {

@@ -1,5 +1,6 @@
 //! The running sidecar: one `Pool` and one listener per configured pool, kept in step with the
-//! configuration. Applying a config adds, updates and removes pools; an endpoint's health
+//! configuration. Applying a config adds, updates and removes pools; applying one pool's config
+//! (a roster change from the controller) touches that pool alone; an endpoint's health
 //! survives every reload that keeps it. A listener that cannot bind refuses that config (the
 //! rest of the last good one keeps serving) instead of crashing the process.
 //!
@@ -17,7 +18,7 @@ use futures_util::future::join_all;
 use parking_lot::Mutex;
 use tokio_util::task::TaskTracker;
 
-use crate::config::SidecarConfig;
+use crate::config::{PoolConfig, SidecarConfig};
 use crate::metrics::Metrics;
 use crate::pool::{Pool, PoolSettings, PoolView, Tuning};
 use crate::proxy::server::Listener;
@@ -121,63 +122,81 @@ impl Runtime {
         }
         let mut first_error = None;
         for pool_config in &config.pools {
-            let settings = PoolSettings::new(&pool_config.policy);
-            let existing = self
-                .pools
-                .lock()
-                .get(&pool_config.name)
-                .map(|r| (Arc::clone(&r.pool), r.listen));
-            if let Some((pool, listen)) = existing {
-                pool.update(&pool_config.endpoints, settings).await;
-                if listen == pool_config.listen {
-                    continue;
-                }
-                // Moved: the new listener first, so a bind failure leaves the old one serving.
-                match Listener::bind(pool_config.listen, Arc::clone(&pool)).await {
-                    Ok(listener) => {
-                        let running = Running {
-                            pool,
-                            listener,
-                            listen: pool_config.listen,
-                        };
-                        let old = self.pools.lock().insert(pool_config.name.clone(), running);
-                        if let Some(old) = old {
-                            self.retire(old.listener, None);
-                        }
-                    }
-                    Err(error) => {
-                        tracing::error!(pool = %pool_config.name, listen = %pool_config.listen, %error, "cannot move the listener; the old one keeps serving");
-                        first_error.get_or_insert(bind_error(pool_config.listen, error));
-                    }
-                }
-                continue;
+            if let Err(error) = self.apply_one(pool_config).await {
+                first_error.get_or_insert(error);
             }
-            let pool = Pool::new(
-                &pool_config.name,
-                settings.clone(),
-                self.tuning.lock().clone(),
-                Arc::clone(&self.metrics),
-            );
-            // Its roster first, so its first request does not meet an empty pool.
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Make one pool match `pool_config` (added, updated, or its listener moved), leaving every
+    /// other pool alone: what a roster change for one pool costs, however many pools run.
+    pub async fn apply_pool(&self, pool_config: &PoolConfig) -> Result<(), std::io::Error> {
+        let _turn = self.applying.lock().await;
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.apply_one(pool_config).await
+    }
+
+    /// `apply_pool` with the apply turn already held.
+    async fn apply_one(&self, pool_config: &PoolConfig) -> Result<(), std::io::Error> {
+        let settings = PoolSettings::new(&pool_config.policy);
+        let existing = self
+            .pools
+            .lock()
+            .get(&pool_config.name)
+            .map(|r| (Arc::clone(&r.pool), r.listen));
+        if let Some((pool, listen)) = existing {
             pool.update(&pool_config.endpoints, settings).await;
-            match Listener::bind(pool_config.listen, Arc::clone(&pool)).await {
+            if listen == pool_config.listen {
+                return Ok(());
+            }
+            // Moved: the new listener first, so a bind failure leaves the old one serving.
+            return match Listener::bind(pool_config.listen, Arc::clone(&pool)).await {
                 Ok(listener) => {
-                    tracing::info!(pool = %pool_config.name, listen = %listener.addr, endpoints = pool_config.endpoints.len(), "pool serving");
                     let running = Running {
                         pool,
                         listener,
                         listen: pool_config.listen,
                     };
-                    self.pools.lock().insert(pool_config.name.clone(), running);
+                    let old = self.pools.lock().insert(pool_config.name.clone(), running);
+                    if let Some(old) = old {
+                        self.retire(old.listener, None);
+                    }
+                    Ok(())
                 }
                 Err(error) => {
-                    tracing::error!(pool = %pool_config.name, listen = %pool_config.listen, %error, "cannot listen; pool not started");
-                    pool.shutdown().await;
-                    first_error.get_or_insert(bind_error(pool_config.listen, error));
+                    tracing::error!(pool = %pool_config.name, listen = %pool_config.listen, %error, "cannot move the listener; the old one keeps serving");
+                    Err(bind_error(pool_config.listen, error))
                 }
+            };
+        }
+        let pool = Pool::new(
+            &pool_config.name,
+            settings.clone(),
+            self.tuning.lock().clone(),
+            Arc::clone(&self.metrics),
+        );
+        // Its roster first, so its first request does not meet an empty pool.
+        pool.update(&pool_config.endpoints, settings).await;
+        match Listener::bind(pool_config.listen, Arc::clone(&pool)).await {
+            Ok(listener) => {
+                tracing::info!(pool = %pool_config.name, listen = %listener.addr, endpoints = pool_config.endpoints.len(), "pool serving");
+                let running = Running {
+                    pool,
+                    listener,
+                    listen: pool_config.listen,
+                };
+                self.pools.lock().insert(pool_config.name.clone(), running);
+                Ok(())
+            }
+            Err(error) => {
+                tracing::error!(pool = %pool_config.name, listen = %pool_config.listen, %error, "cannot listen; pool not started");
+                pool.shutdown().await;
+                Err(bind_error(pool_config.listen, error))
             }
         }
-        first_error.map_or(Ok(()), Err)
     }
 
     /// Stop a listener in the background (and then its pool, when it is going away).
@@ -254,4 +273,121 @@ impl Runtime {
 
 fn bind_error(addr: SocketAddr, error: std::io::Error) -> std::io::Error {
     std::io::Error::new(error.kind(), format!("cannot listen on {addr}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use rollcall_api::policy::PoolPolicy;
+
+    use super::*;
+    use crate::config::EndpointConfig;
+
+    fn pool(name: &str, ports: &[u16]) -> PoolConfig {
+        PoolConfig {
+            name: name.into(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            endpoints: ports
+                .iter()
+                .map(|port| EndpointConfig {
+                    address: SocketAddr::from(([127, 0, 0, 1], *port)),
+                    zone: None,
+                    weight: 1,
+                    terminating: false,
+                })
+                .collect(),
+            policy: PoolPolicy::default(),
+        }
+    }
+
+    async fn endpoints(runtime: &Runtime) -> Vec<(String, Vec<u16>)> {
+        runtime
+            .views()
+            .await
+            .into_iter()
+            .map(|v| {
+                let ports = v
+                    .endpoints
+                    .iter()
+                    .map(|e| e.health.address.port())
+                    .collect();
+                (v.name, ports)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn applying_one_pool_changes_that_pool_alone_and_adds_a_new_one() {
+        let runtime = Runtime::new(Arc::new(Metrics::new().unwrap()));
+        let config = SidecarConfig {
+            pools: vec![pool("shop/db", &[9001]), pool("shop/web", &[9101, 9102])],
+        };
+        runtime.apply(&config).await.unwrap();
+        let listening = runtime.listen_addrs().await;
+        runtime
+            .apply_pool(&pool("shop/web", &[9102, 9103]))
+            .await
+            .unwrap();
+        assert_eq!(
+            endpoints(&runtime).await,
+            [
+                ("shop/db".to_string(), vec![9001]),
+                ("shop/web".to_string(), vec![9102, 9103]),
+            ]
+        );
+        // Same listen address asked for: no pool moved or restarted.
+        assert_eq!(runtime.listen_addrs().await, listening);
+        runtime
+            .apply_pool(&pool("shop/new", &[9201]))
+            .await
+            .unwrap();
+        assert_eq!(endpoints(&runtime).await.len(), 3);
+        // After shutdown nothing is applied any more.
+        runtime.shutdown_within(Duration::ZERO).await;
+        runtime
+            .apply_pool(&pool("shop/late", &[9301]))
+            .await
+            .unwrap();
+        assert!(endpoints(&runtime).await.is_empty());
+    }
+
+    /// What one pool's roster change costs with many pools running: the whole config applied
+    /// (as before) against that pool alone. A measurement, not a check:
+    /// `cargo test -p rollcall-dataplane --release --lib apply_cost -- --ignored --nocapture`.
+    #[tokio::test]
+    #[ignore]
+    async fn apply_cost_of_one_pools_change_among_many() {
+        let runtime = Runtime::new(Arc::new(Metrics::new().unwrap()));
+        let ports: Vec<u16> = (10_000..11_000).collect();
+        // No probes: 100,000 endpoints nobody listens on would only measure connects.
+        let pool = |name: &str, ports: &[u16]| {
+            let mut p = pool(name, ports);
+            p.policy.health_check.kind = rollcall_api::policy::HealthCheckType::None;
+            p
+        };
+        let mut config = SidecarConfig {
+            pools: (0..100)
+                .map(|i| pool(&format!("shop/p{i:03}"), &ports))
+                .collect(),
+        };
+        runtime.apply(&config).await.unwrap();
+        let changed: Vec<u16> = (10_001..11_001).collect();
+        let rounds = 20u32;
+        let started = tokio::time::Instant::now();
+        for round in 0..rounds {
+            config.pools[0] = pool("shop/p000", if round % 2 == 0 { &changed } else { &ports });
+            runtime.apply(&config).await.unwrap();
+        }
+        let whole = started.elapsed() / rounds;
+        let started = tokio::time::Instant::now();
+        for round in 0..rounds {
+            let one = pool("shop/p000", if round % 2 == 0 { &changed } else { &ports });
+            runtime.apply_pool(&one).await.unwrap();
+        }
+        let alone = started.elapsed() / rounds;
+        eprintln!(
+            "apply-cost: pools=100 endpoints_per_pool=1000 whole_config={whole:?} one_pool={alone:?} ratio={:.1}",
+            whole.as_secs_f64() / alone.as_secs_f64()
+        );
+        runtime.shutdown_within(Duration::ZERO).await;
+    }
 }

@@ -1,6 +1,7 @@
 //! Which roster each pool runs: the `Watch` protocol's contract (see `roster.proto`) as a pure
-//! state machine. Messages go in, one `Outcome` per message comes out (for one log line), and
-//! `config()` is the `SidecarConfig` the runtime should run. A roster whose policy does not
+//! state machine. Messages go in, one `Outcome` per message comes out (for one log line, and
+//! naming the pool it changed, if any), and `pool_config()` is what the runtime should run for
+//! that pool (`config()` for all of them). A roster whose policy does not
 //! parse or validate is refused and the previous one kept; `unavailable` empties a pool only
 //! when the pool itself is gone, otherwise the last roster stays (stale).
 
@@ -254,15 +255,21 @@ impl Book {
         SidecarConfig {
             pools: self
                 .pools
-                .iter()
-                .map(|(pool, entry)| PoolConfig {
-                    name: pool.to_string(),
-                    listen: entry.listen,
-                    endpoints: entry.endpoints.clone(),
-                    policy: entry.policy.clone(),
-                })
+                .keys()
+                .filter_map(|pool| self.pool_config(pool))
                 .collect(),
         }
+    }
+
+    /// The configuration of one watched pool, as `config` has it: what the runtime applies
+    /// after a message changed that pool alone.
+    pub fn pool_config(&self, pool: &PoolRef) -> Option<PoolConfig> {
+        self.pools.get(pool).map(|entry| PoolConfig {
+            name: pool.to_string(),
+            listen: entry.listen,
+            endpoints: entry.endpoints.clone(),
+            policy: entry.policy.clone(),
+        })
     }
 
     /// What each pool runs, for pools that have had a usable message or refused one.
@@ -303,9 +310,13 @@ pub fn endpoint_config(e: &Endpoint) -> Option<EndpointConfig> {
 // === impl Outcome ===
 
 impl Outcome {
-    /// The runtime must apply the new configuration.
-    pub fn changed(&self) -> bool {
-        matches!(self, Self::Applied { .. } | Self::Gone { .. })
+    /// The pool whose configuration the runtime must apply now, when this message changed
+    /// one (a new roster, or the pool is gone).
+    pub fn changed(&self) -> Option<&PoolRef> {
+        match self {
+            Self::Applied { pool, .. } | Self::Gone { pool, .. } => Some(pool),
+            _ => None,
+        }
     }
 }
 

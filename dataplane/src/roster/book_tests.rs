@@ -119,7 +119,7 @@ fn unparsable_or_invalid_policy_keeps_the_previous_roster() {
         panic!("expected a refusal, got {outcome:?}");
     };
     assert!(error.contains("healthCheck.timeout"), "{error}");
-    assert!(!outcome.changed());
+    assert_eq!(outcome.changed(), None);
     assert_eq!(b.config(), before);
     assert_eq!(b.versions()["shop/web"].version, 1, "still runs version 1");
     // The refusal is reported with the reason until a roster at least that new runs.
@@ -160,14 +160,14 @@ fn pool_gone_empties_the_pool_other_reasons_keep_the_last_roster() {
         ),
         "{outcome:?}"
     );
-    assert!(!outcome.changed());
+    assert_eq!(outcome.changed(), None);
     assert_eq!(addrs(&b).len(), 1);
     let outcome = b.apply(unavailable(3, pb::unavailable::Reason::PoolDeleted));
     assert!(
         matches!(outcome, Outcome::Gone { version: 3, .. }),
         "{outcome:?}"
     );
-    assert!(outcome.changed());
+    assert!(outcome.changed().is_some());
     assert!(addrs(&b).is_empty());
     assert_eq!(b.versions()["shop/web"].version, 3);
 }
@@ -215,4 +215,30 @@ fn updates_for_other_pools_and_without_pools_change_nothing() {
     }
     assert!(matches!(b.apply(bad_ip), Outcome::Refused { .. }));
     assert!(addrs(&b).is_empty());
+}
+
+#[test]
+fn a_message_names_the_one_pool_it_changed_and_that_pools_config_is_its_part_of_the_whole() {
+    let mut b = Book::new(&[
+        "shop/web=127.0.0.1:15001".parse().unwrap(),
+        "shop/db=127.0.0.1:15002".parse().unwrap(),
+    ]);
+    let db = PoolRef::new("shop", "db");
+    let web = PoolRef::new("shop", "web");
+    let mut for_db = roster(1, vec![ep(7, true, true, false)], "");
+    for_db.pool = Some(pb::PoolRef {
+        namespace: "shop".into(),
+        name: "db".into(),
+    });
+    let outcome = b.apply(for_db);
+    assert_eq!(outcome.changed(), Some(&db));
+    let one = b.pool_config(&db).unwrap();
+    assert_eq!(one.name, "shop/db");
+    assert_eq!(one.endpoints.len(), 1);
+    // The whole is every pool's part, and web's part is untouched (still empty).
+    let all = b.config();
+    assert!(all.pools.contains(&one));
+    assert!(all.pools.contains(&b.pool_config(&web).unwrap()));
+    assert!(b.pool_config(&web).unwrap().endpoints.is_empty());
+    assert_eq!(b.pool_config(&PoolRef::new("shop", "other")), None);
 }

@@ -77,10 +77,13 @@ pub(super) async fn run(
                                 .roster_updates
                                 .with_label_values(&[outcome.label()])
                                 .inc();
-                            if outcome.changed()
-                                && let Err(error) = runtime.apply(&book.config()).await
+                            // Only the pool this message changed is applied: the others'
+                            // endpoints are neither copied nor diffed again.
+                            if let Some(config) =
+                                outcome.changed().and_then(|pool| book.pool_config(pool))
+                                && let Err(error) = runtime.apply_pool(&config).await
                             {
-                                tracing::error!(%error, "roster applied only in part");
+                                tracing::error!(pool = %config.name, %error, "roster not applied");
                             }
                             versions.send_if_modified(|v| {
                                 let new = book.versions();
