@@ -34,7 +34,7 @@ const REFUSED_FOR: Duration = Duration::from_secs(10);
 /// Reviews kept at most (a fleet of pods, each with one current token).
 const CACHE_ENTRIES: usize = 50_000;
 /// TokenReviews in flight at most; further callers wait their turn.
-const CONCURRENT_REVIEWS: usize = 32;
+pub(super) const CONCURRENT_REVIEWS: usize = 32;
 /// How long one TokenReview may take, waiting for a turn included, before the caller is told
 /// to retry.
 pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
@@ -252,9 +252,9 @@ impl Authenticator {
     }
 
     /// Who sent a call with these headers; `None` in insecure mode (the caller's claims stand).
-    /// A token not in the cache is reviewed only when `may_review()` says so (the caller's
-    /// source reserves one review of its budget of refused tokens; it is not asked when the
-    /// cache answers).
+    /// A token not in the cache is reviewed only when `may_review()` says so, asked when its
+    /// turn among the reviews in flight comes (the caller's source may have to reserve one
+    /// review of its budget of refused tokens; it is not asked when the cache answers).
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
@@ -271,9 +271,6 @@ impl Authenticator {
         if let Some(known) = self.cached(&key) {
             return known.map(Some).map_err(Refusal::Refused);
         }
-        if !may_review() {
-            return Err(Refusal::Throttled);
-        }
         let review = async {
             let _turn = self
                 .reviews
@@ -284,11 +281,17 @@ impl Authenticator {
             if let Some(known) = self.cached(&key) {
                 return Ok::<_, Refusal>(Some(known));
             }
+            // Asked only now, at the moment of sending: callers queued behind the turns see the
+            // refusals of those ahead of them.
+            if !may_review() {
+                return Err(Refusal::Throttled);
+            }
             Ok(self.review(client, audience, token).await)
         };
         let verdict = match tokio::time::timeout(REVIEW_TIMEOUT, review).await {
             Ok(Ok(Some(verdict))) => verdict,
-            Ok(Ok(None)) | Ok(Err(_)) => return Err(Refusal::Unavailable),
+            Ok(Err(refusal)) => return Err(refusal),
+            Ok(Ok(None)) => return Err(Refusal::Unavailable),
             Err(_) => {
                 self.count_review("timeout");
                 tracing::warn!(timeout = ?REVIEW_TIMEOUT, "TokenReview timed out");

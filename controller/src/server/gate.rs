@@ -25,7 +25,7 @@ use tonic::Status;
 use super::Limits;
 use super::auth::{Authenticator, Identity, Refusal};
 use super::sessions::PodKey;
-use super::throttle::{Crowded, PendingSlot, Throttle};
+use super::throttle::{Crowded, PendingSlot, Reservation, Throttle};
 use crate::metrics::Metrics;
 
 /// Connections one pod may hold at once (a sidecar needs one; a reconnect briefly two).
@@ -177,20 +177,24 @@ pub struct ConnectionGate {
 
 impl ConnectionGate {
     /// Admit a request with these headers, or say why not. Called before its body is touched.
-    /// A token the cache does not know costs its source one review from its budget, reserved
-    /// before the review is sent and given back unless the token is refused; a source with
-    /// none left is refused without a review and its connection closed, while tokens already
-    /// verified (a real sidecar's behind the same address) still pass.
+    /// A token refused costs its source one review from its budget of refused tokens; once it
+    /// has had one refused, each further review is reserved when it is sent and given back
+    /// unless the token is refused; a source with none left is refused without a review and its
+    /// connection closed, while tokens already verified (a real sidecar's behind the same
+    /// address) still pass.
     pub async fn admit(&self, headers: &HeaderMap) -> Result<Admitted, Status> {
         let now = Instant::now();
         let reserved = AtomicBool::new(false);
         let reserve = || match self.peer {
             None => true,
-            Some(source) => {
-                let granted = self.gate.throttle.reserve(source, now);
-                reserved.store(granted, Ordering::Relaxed);
-                granted
-            }
+            Some(source) => match self.gate.throttle.reserve(source, Instant::now()) {
+                Reservation::Free => true,
+                Reservation::Reserved => {
+                    reserved.store(true, Ordering::Relaxed);
+                    true
+                }
+                Reservation::Denied => false,
+            },
         };
         let outcome = self.gate.auth.authenticate(headers, reserve).await;
         if let Some(source) = self.peer {
@@ -200,8 +204,9 @@ impl ConnectionGate {
                 (true, true) => {}
                 // Good, or the API server could not say: not the caller's fault.
                 (true, false) => self.gate.throttle.refund(source, Instant::now()),
-                // Refused from the cache: still charged, so repeating a bad token throttles.
-                (false, true) => self.gate.throttle.charge(source, now),
+                // Refused with nothing reserved (a clean source's review, or the cache's
+                // answer): charged, so repeating a bad token throttles.
+                (false, true) => self.gate.throttle.charge(source, Instant::now()),
                 (false, false) => {}
             }
         }
@@ -304,6 +309,7 @@ impl Drop for ConnectionGate {
 
 #[cfg(test)]
 mod tests {
+    use super::super::auth::CONCURRENT_REVIEWS;
     use super::super::throttle::{FAILURE_BURST, FAILURES_PER_SECOND};
     use super::*;
 
@@ -350,6 +356,15 @@ mod tests {
     /// A gate whose TokenReviews go to a mock API server that refuses every token (after
     /// `delay`, so callers pile up), and the number of reviews it was sent.
     fn refusing_gate(delay: Duration) -> (Arc<Gate>, Arc<std::sync::atomic::AtomicUsize>) {
+        mock_gate(delay, |_| None)
+    }
+
+    /// A gate whose mock API server answers each TokenReview (after `delay`) with `verdict` of
+    /// the token: the pod it is bound to, or `None` to refuse it.
+    fn mock_gate(
+        delay: Duration,
+        verdict: fn(&str) -> Option<String>,
+    ) -> (Arc<Gate>, Arc<std::sync::atomic::AtomicUsize>) {
         use http::{Request, Response};
         use kube::client::Body;
         let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -363,13 +378,26 @@ mod tests {
                 );
                 counted.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
+                    use http_body_util::BodyExt;
+                    let body = request.into_body().collect().await.unwrap().to_bytes();
+                    let asked: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                    let token = asked["spec"]["token"].as_str().unwrap_or_default();
+                    let status = match verdict(token) {
+                        None => serde_json::json!({
+                            "authenticated": false, "error": "invalid bearer token"}),
+                        Some(pod) => serde_json::json!({
+                            "authenticated": true, "audiences": ["rollcall"],
+                            "user": {"username": "system:serviceaccount:shop:client",
+                                     "extra": {"authentication.kubernetes.io/pod-name": [pod],
+                                               "authentication.kubernetes.io/pod-uid": ["u"]}}}),
+                    };
                     tokio::time::sleep(delay).await;
-                    let refused = serde_json::json!({
+                    let answer = serde_json::json!({
                         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                        "status": {"authenticated": false, "error": "invalid bearer token"}});
+                        "status": status});
                     send.send_response(
                         Response::builder()
-                            .body(Body::from(refused.to_string().into_bytes()))
+                            .body(Body::from(answer.to_string().into_bytes()))
                             .unwrap(),
                     );
                 });
@@ -394,7 +422,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn bad_tokens_sent_at_once_from_one_source_cost_at_most_its_burst_of_reviews() {
+    async fn bad_tokens_sent_at_once_from_one_source_cost_the_reviews_in_flight_then_nothing() {
         let (gate, reviews) = refusing_gate(Duration::from_millis(200));
         let peer: SocketAddr = "10.0.0.9:40000".parse().unwrap();
         // 20 connections x 5 requests, all in flight before any review is answered.
@@ -412,12 +440,14 @@ mod tests {
             .map(|o| o.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok))
             .collect();
         let count = |code| codes.iter().filter(|c| **c == code).count();
-        assert_eq!(reviews.load(Ordering::SeqCst), FAILURE_BURST as usize);
-        assert_eq!(count(tonic::Code::Unauthenticated), FAILURE_BURST as usize);
-        assert_eq!(
-            count(tonic::Code::ResourceExhausted),
-            100 - FAILURE_BURST as usize
-        );
+        // The first wave (as many as may be in flight) is reviewed: the source had no refusal
+        // yet. Their refusals spend its burst, and every caller queued behind them is refused
+        // without a review when its turn comes.
+        let wave = CONCURRENT_REVIEWS;
+        assert!(wave > FAILURE_BURST as usize);
+        assert_eq!(reviews.load(Ordering::SeqCst), wave);
+        assert_eq!(count(tonic::Code::Unauthenticated), wave);
+        assert_eq!(count(tonic::Code::ResourceExhausted), 100 - wave);
         // Another source still gets its reviews; this one earns one back per half second.
         let other: SocketAddr = "10.0.0.10:40000".parse().unwrap();
         let fresh = gate.connection(Some(other), PendingSlot::unbounded());
@@ -427,7 +457,29 @@ mod tests {
         let again = gate.connection(Some(peer), PendingSlot::unbounded());
         let refused = again.admit(&bearer("forged-later")).await.unwrap_err();
         assert_eq!(refused.code(), tonic::Code::Unauthenticated);
-        assert_eq!(reviews.load(Ordering::SeqCst), FAILURE_BURST as usize + 2);
+        assert_eq!(reviews.load(Ordering::SeqCst), wave + 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn good_tokens_sent_at_once_from_one_source_are_all_admitted() {
+        // Many pods behind one address (SNAT, or a fleet reconnecting to a new leader): no
+        // refusal, so nothing is reserved and nobody is throttled for being many.
+        let (gate, reviews) =
+            mock_gate(Duration::from_millis(200), |token| Some(token.to_string()));
+        let peer: SocketAddr = "10.0.0.9:40000".parse().unwrap();
+        let connections: Vec<_> = (0..200)
+            .map(|_| gate.connection(Some(peer), PendingSlot::unbounded()))
+            .collect();
+        let admits =
+            connections
+                .iter()
+                .enumerate()
+                .map(|(i, connection)| async move {
+                    connection.admit(&bearer(&format!("pod-{i}"))).await
+                });
+        let outcomes = futures_util::future::join_all(admits).await;
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        assert_eq!(reviews.load(Ordering::SeqCst), 200);
     }
 
     #[tokio::test(start_paused = true)]

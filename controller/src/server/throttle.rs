@@ -1,11 +1,15 @@
 //! What a caller may cost the controller before it has proved who it is. Two bounds, both by
 //! source address:
 //!
-//! - **Reviews of refused tokens**: a token bucket per source (a burst, then a steady rate). A
-//!   review is *reserved* from the bucket before the TokenReview is sent and given back when the
-//!   token turns out good (or the API server could not answer), so callers sending at once
-//!   cannot overspend it: a source costs the API server at most the burst plus the rate in
-//!   reviews of bad tokens, however many connections it opens in parallel.
+//! - **Reviews of refused tokens**: a token bucket per source (a burst, then a steady rate),
+//!   charged for each token a review refuses. Once a source has had a token refused (its bucket
+//!   is below full), each further review is *reserved* from the bucket when it is sent and given
+//!   back when the token turns out good (or the API server could not answer), so callers sending
+//!   at once cannot overspend it. A source with no refusal to its name reviews freely (only the
+//!   reviews in flight over all sources are bounded, `auth`): a fleet of sidecars behind one
+//!   address reconnecting together is not throttled for being many. So a source costs the API
+//!   server at most the burst, the reviews in flight when its first refusals came back, and the
+//!   rate, in reviews of bad tokens, however many connections it opens in parallel.
 //! - **Connections not yet authenticated**: a slot is taken when a connection is accepted (before
 //!   its TLS handshake) and given back when a request on it authenticates or it closes. Per
 //!   source and in total, so one caller cannot hold the memory of thousands of idle connections
@@ -71,6 +75,17 @@ impl Crowded {
     }
 }
 
+/// What a source's bucket says to one more review.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reservation {
+    /// No refusal to its name: go ahead, nothing taken.
+    Free,
+    /// One taken from its bucket: give it back unless the token is refused.
+    Reserved,
+    /// Its bucket is empty.
+    Denied,
+}
+
 /// A source's failed authentications, as a token bucket.
 #[derive(Clone, Copy, Debug)]
 struct Budget {
@@ -115,30 +130,26 @@ impl Throttle {
         })
     }
 
-    /// Take one review from `source`'s bucket, if it has one left. Give it back with
-    /// [`Self::refund`] unless the review refused the token.
-    pub fn reserve(&self, source: IpAddr, now: Instant) -> bool {
+    /// Whether `source` may send one more review now: freely while it has no refusal to its
+    /// name (its bucket is full), else by taking one from its bucket, to give back with
+    /// [`Self::refund`] unless the review refuses the token.
+    pub fn reserve(&self, source: IpAddr, now: Instant) -> Reservation {
         let mut failures = self.failures.lock();
-        if let Some(budget) = failures.get_mut(&source) {
-            let left = budget.refilled(now);
-            if left < 1.0 {
-                return false;
-            }
-            *budget = Budget {
-                tokens: left - 1.0,
-                at: now,
-            };
-            return true;
+        let Some(budget) = failures.get_mut(&source) else {
+            return Reservation::Free;
+        };
+        let left = budget.refilled(now);
+        if left >= FAILURE_BURST {
+            return Reservation::Free;
         }
-        make_room(&mut failures, now);
-        failures.insert(
-            source,
-            Budget {
-                tokens: FAILURE_BURST - 1.0,
-                at: now,
-            },
-        );
-        true
+        if left < 1.0 {
+            return Reservation::Denied;
+        }
+        *budget = Budget {
+            tokens: left - 1.0,
+            at: now,
+        };
+        Reservation::Reserved
     }
 
     /// Give back a reservation whose review did not refuse the token.
@@ -250,43 +261,56 @@ mod tests {
     const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 10));
 
     #[test]
-    fn reservations_spend_the_burst_and_earn_it_back_at_the_rate() {
+    fn a_clean_source_reviews_freely_and_one_with_refusals_reserves_from_what_is_left() {
         let t = Throttle::new(PendingLimits::default());
         let t0 = Instant::now();
-        for _ in 0..FAILURE_BURST as usize {
-            assert!(t.reserve(A, t0));
+        // No refusal yet: as many reviews at once as the caller likes, nothing taken.
+        for _ in 0..100 {
+            assert_eq!(t.reserve(A, t0), Reservation::Free);
         }
-        assert!(!t.reserve(A, t0), "the burst is spent");
-        assert!(t.reserve(B, t0), "another source is not charged");
+        // One refusal: from now on each review is reserved from the 19 left...
+        t.charge(A, t0);
+        let reserved = (0..100)
+            .filter(|_| t.reserve(A, t0) == Reservation::Reserved)
+            .count();
+        assert_eq!(reserved, FAILURE_BURST as usize - 1);
+        assert_eq!(t.reserve(A, t0), Reservation::Denied, "the burst is spent");
+        assert_eq!(
+            t.reserve(B, t0),
+            Reservation::Free,
+            "another source is not charged"
+        );
+        // ...and earned back at the rate.
         let short = Duration::from_secs_f64(0.4 / FAILURES_PER_SECOND);
-        assert!(!t.reserve(A, t0 + short), "less than one earned");
+        assert_eq!(t.reserve(A, t0 + short), Reservation::Denied);
         let one = Duration::from_secs_f64(1.0 / FAILURES_PER_SECOND);
-        assert!(t.reserve(A, t0 + one), "one earned back");
-        assert!(!t.reserve(A, t0 + one));
+        assert_eq!(t.reserve(A, t0 + one), Reservation::Reserved);
+        assert_eq!(t.reserve(A, t0 + one), Reservation::Denied);
     }
 
     #[test]
     fn a_refund_gives_back_a_reservation_whose_token_was_good_and_never_more_than_the_burst() {
         let t = Throttle::new(PendingLimits::default());
         let t0 = Instant::now();
-        // Reviews reserved at once, as concurrent callers make them: every one is held before
-        // any answer, so the burst bounds them however many arrive together.
-        let granted = (0..100).filter(|_| t.reserve(A, t0)).count();
-        assert_eq!(granted, FAILURE_BURST as usize);
+        t.charge(A, t0);
+        let granted = (0..100)
+            .filter(|_| t.reserve(A, t0) == Reservation::Reserved)
+            .count();
+        assert_eq!(granted, FAILURE_BURST as usize - 1);
         // The good tokens among them are given back.
         for _ in 0..5 {
             t.refund(A, t0);
         }
-        assert_eq!((0..100).filter(|_| t.reserve(A, t0)).count(), 5);
-        // Refunds on a full bucket do not raise it past the burst.
+        let again = (0..100)
+            .filter(|_| t.reserve(A, t0) == Reservation::Reserved)
+            .count();
+        assert_eq!(again, 5);
+        // Refunds on a full bucket do not raise it past the burst: the source is clean again.
         let later = t0 + Duration::from_secs(3600);
         for _ in 0..50 {
             t.refund(A, later);
         }
-        assert_eq!(
-            (0..100).filter(|_| t.reserve(A, later)).count(),
-            FAILURE_BURST as usize
-        );
+        assert_eq!(t.reserve(A, later), Reservation::Free);
         // A refund for a source never seen is a no-op.
         t.refund(B, t0);
         assert!(!t.failures.lock().contains_key(&B));
@@ -299,9 +323,13 @@ mod tests {
         for _ in 0..FAILURE_BURST as usize {
             t.charge(A, t0);
         }
-        assert!(!t.reserve(A, t0));
+        assert_eq!(t.reserve(A, t0), Reservation::Denied);
         t.charge(A, t0);
-        assert!(!t.reserve(A, t0), "charging an empty bucket keeps it empty");
+        assert_eq!(
+            t.reserve(A, t0),
+            Reservation::Denied,
+            "charging an empty bucket keeps it empty"
+        );
     }
 
     #[test]
@@ -313,7 +341,7 @@ mod tests {
         }
         for i in 1..SOURCES as u32 + 5 {
             let ip = IpAddr::from((0x0b00_0000u32 + i).to_be_bytes());
-            assert!(t.reserve(ip, t0 + Duration::from_millis(u64::from(i))));
+            t.charge(ip, t0 + Duration::from_millis(u64::from(i)));
         }
         assert!(t.failures.lock().len() <= SOURCES);
         assert!(!t.failures.lock().contains_key(&A));
