@@ -124,11 +124,12 @@ impl Default for ZoneAware {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Algorithm {
     /// Power of two random choices, fewer outstanding requests wins.
-    #[default]
     LeastRequest,
     /// Smooth weighted round robin.
     RoundRobin,
-    /// Peak-EWMA latency (successes only) times outstanding requests.
+    /// Power of two random choices by peak-EWMA latency (successes only) times outstanding
+    /// requests: latency-aware, the default.
+    #[default]
     PeakEwma,
     /// Consistent hash of a request header.
     RingHash,

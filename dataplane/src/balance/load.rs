@@ -17,9 +17,23 @@ use tokio::time::Instant;
 use self::stall::SilenceCell;
 use crate::outcome::Verdict;
 
-/// Time constant of both averages (Finagle and Linkerd use 10 s for peak-EWMA). A sample that
-/// arrives `dt` after the previous one weighs `1 - exp(-dt / EWMA_DECAY)` in the latency average.
+/// How long an estimate (latency or error rate) with no new sample holds before it relaxes
+/// toward zero, and the time constant it relaxes with: a starved endpoint is tried again.
 pub const EWMA_DECAY: Duration = Duration::from_secs(10);
+
+/// How a latency sample below the estimate pulls it down: a sample that arrives `dt` after the
+/// previous one weighs `1 - exp(-dt / LATENCY_TIME_CONSTANT)`, and at least
+/// [`MIN_SAMPLE_WEIGHT`]. Finagle and Linkerd use 10 s and no floor; with that, an endpoint that
+/// was slow and is fast again gets its share back only after about ten seconds, since it gets
+/// few requests while its estimate is high (bench/failures.sh `slow-recovers`: still below a
+/// third 7 s after it recovered, and never back after a 100 ms slowdown). A sample above the
+/// estimate replaces it at once either way, so a slowdown is seen as fast as before.
+pub const LATENCY_TIME_CONSTANT: Duration = Duration::from_secs(1);
+
+/// The least weight of a sample below the estimate: a few fast answers in a row bring an
+/// endpoint that recovered back into contention however rarely it was picked while slow (a
+/// 100 ms estimate falls under 5 ms in twelve 1 ms samples).
+pub const MIN_SAMPLE_WEIGHT: f64 = 0.25;
 
 /// Weight of one outcome in the error rate: the rate describes roughly the last 100 outcomes,
 /// whatever the traffic (a count, not a clock, so a burst at one instant still registers).
@@ -201,7 +215,7 @@ impl EndpointLoad {
     }
 
     /// Peak-EWMA (Finagle): a sample above the estimate replaces it at once; one below decays in
-    /// with weight `1 - exp(-dt / EWMA_DECAY)`.
+    /// with weight `1 - exp(-dt / LATENCY_TIME_CONSTANT)`, at least [`MIN_SAMPLE_WEIGHT`].
     fn observe_latency(&self, sample: f64, now: Instant) {
         let stamp = self.stamp(now);
         self.update(&self.latency, |word| {
@@ -214,7 +228,9 @@ impl EndpointLoad {
             let next = if sample >= prev {
                 sample
             } else {
-                let keep = (-dt / EWMA_DECAY.as_secs_f64()).exp();
+                let keep = (-dt / LATENCY_TIME_CONSTANT.as_secs_f64())
+                    .exp()
+                    .min(1.0 - MIN_SAMPLE_WEIGHT);
                 prev * keep + sample * (1.0 - keep)
             };
             pack(next, newer(at, stamp))

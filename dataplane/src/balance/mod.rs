@@ -11,17 +11,13 @@
 //! - [`Selector`] (one per candidate set): built on every roster or health change and swapped
 //!   in whole by the pool; `pick` is the hot path.
 //!
-//! How the proxy uses it, per try of a request:
-//!
-//! ```text
-//! let selector = pool.selector.load();                 // ArcSwap<Selector>
-//! let key = selector.hash_header().and_then(|h| headers.get(h)).map(|v| v.as_bytes());
-//! let Some(endpoint) = selector.pick(key, &tried, now) else { return 503 };
-//! tried.push(endpoint.addr);
-//! let in_flight = endpoint.load.start();               // released when dropped
-//! // ... send; then, for an answer or a failure that is the endpoint's:
-//! in_flight.finish(verdict /* crate::outcome::Verdict */, latency, Instant::now());
-//! ```
+//! How the proxy uses it, per try of a request (`proxy::forward::answer_request`):
+//! `pool::Routing::pick` asks the pool's current [`Selector::pick`] for an endpoint not yet
+//! tried by this request; `EndpointLoad::start_try` counts the try in flight and watches it for
+//! a stall; `InFlight::answered` settles the wait when the headers come (or the try fails); and
+//! `InFlight::finish` records the verdict and latency when the try ends, at the answer or, for
+//! a streamed body, in `proxy::response_body` when the body ends or breaks. Dropping the guard
+//! on any other path releases the in-flight count.
 
 mod load;
 mod ring;

@@ -10,11 +10,18 @@
 //! - `penalty = 1 + 10 × (error rate − 5%)` above a 5% noise floor: an endpoint failing 20% of
 //!   requests looks 2.5 times as busy, so failing fast never makes it look idle, while the odd
 //!   application error does not lose it every tie at low concurrency;
-//! - `LeastRequest`, when both have as many requests in flight (at low concurrency, usually
-//!   none): there is no load to go by, so the lower cost does not simply win; a coin weighted by
-//!   the inverse costs decides, and an endpoint at 10% slow-start weight, or one failing 20%,
-//!   gets a share in proportion instead of losing every tie (a silent ejection the health
-//!   machine would never hear of). `PeakEwma` keeps comparing: latency is its load signal.
+//! - when both have as many requests in flight (at low concurrency, usually none), the lower
+//!   cost does not simply win; a coin weighted by the inverse costs decides. So an endpoint at
+//!   10% slow-start weight, one failing 20%, or one answering 2.5 times slower than its peers
+//!   gets a share in proportion instead of losing every tie: losing every tie is a silent
+//!   ejection the health machine never hears of, and for `PeakEwma` it also meant no sample ever
+//!   showed a slow endpoint had recovered (bench/failures.sh `slow-recovers`). For that coin
+//!   two latencies count as at most [`TIE_LATENCY_RATIO`] apart. When the in-flight counts
+//!   differ, the lower cost wins.
+//!
+//! `PeakEwma` is the default, as in Linkerd: a slow endpoint holds more requests in flight and
+//! loses on both counts, so its share falls at least as fast as under least connections, and
+//! below it when the slowdown is too mild to show in the in-flight counts.
 //!
 //! `RoundRobin` is smooth weighted round robin and `RingHash` a consistent hash of the caller's
 //! header bytes (without one it falls back to `LeastRequest`). `weight` is always the effective
@@ -73,6 +80,12 @@ const RING_CAP_PROBES: usize = 8;
 
 /// Latency floor in seconds, so a zero estimate still ranks by outstanding requests.
 const MIN_LATENCY_SECS: f64 = 1e-6;
+
+/// On a tie in load, the coin weighs two latencies at most this far apart: an endpoint however
+/// much slower than its rival still wins one tie in six, so it keeps getting the requests that
+/// would show it recovered (about 4% of the traffic when 100 times slower than two peers, as
+/// least connections gives it). When the loads differ the real latencies are compared.
+const TIE_LATENCY_RATIO: f64 = 5.0;
 
 thread_local! {
     static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_rng(&mut rand::rng()));
@@ -251,14 +264,13 @@ impl Selector {
         let Some(second) = self.draw(rng, pick, Some(first)) else {
             return Some(first);
         };
-        let (cost_first, cost_second) = self.costs(first, second, pick.now, cost);
-        let same_load = matches!(cost, Cost::Requests)
-            && self.candidates[first].load.outstanding()
-                == self.candidates[second].load.outstanding();
+        let same_load =
+            self.candidates[first].load.outstanding() == self.candidates[second].load.outstanding();
+        let (cost_first, cost_second) = self.costs(first, second, pick.now, cost, same_load);
         let second_wins = if same_load {
-            // No load signal to go by: a coin weighted by the inverse costs, so weight, slow
+            // No difference in load: a coin weighted by the inverse costs, so weight, slow
             // start, latency and the error penalty shape shares instead of deciding every tie
-            // (which starved a ramping or once-failing endpoint at low concurrency).
+            // (which starved a ramping, once-failing or once-slow endpoint at low concurrency).
             let odds_second = cost_first / (cost_first + cost_second);
             rng.random::<f64>() < odds_second
         } else {
@@ -323,16 +335,23 @@ impl Selector {
         self.candidates[index].load.stalled(pick.now)
     }
 
-    fn costs(&self, a: usize, b: usize, now: Instant, cost: Cost) -> (f64, f64) {
+    /// The costs of two candidates; `tie` (as many in flight) brings their latencies within
+    /// [`TIE_LATENCY_RATIO`] of each other, for the coin.
+    fn costs(&self, a: usize, b: usize, now: Instant, cost: Cost, tie: bool) -> (f64, f64) {
         let (latency_a, latency_b) = match cost {
             Cost::Requests => (1.0, 1.0),
             Cost::Latency => {
                 let a = self.candidates[a].load.latency_secs(now);
                 let b = self.candidates[b].load.latency_secs(now);
-                match (a, b) {
-                    (Some(a), Some(b)) => (a, b),
+                let (a, b) = match (a, b) {
+                    (Some(a), Some(b)) => (a.max(MIN_LATENCY_SECS), b.max(MIN_LATENCY_SECS)),
                     (Some(known), None) | (None, Some(known)) => (known, known),
                     (None, None) => (1.0, 1.0),
+                };
+                if tie {
+                    (a.min(b * TIE_LATENCY_RATIO), b.min(a * TIE_LATENCY_RATIO))
+                } else {
+                    (a, b)
                 }
             }
         };
@@ -415,5 +434,7 @@ fn effective_weight(candidate: &Candidate) -> f64 {
     f64::from(candidate.load.weight()) * factor
 }
 
+#[cfg(test)]
+mod latency_tests;
 #[cfg(test)]
 mod tests;

@@ -149,8 +149,27 @@ pub(crate) fn simulate(
     gap_ms: u64,
     seed: u64,
 ) -> Vec<u64> {
-    let mut rng = rng(seed);
     let mut counts = vec![0; backends.len()];
+    for (_, index) in simulate_over_time(fixture, selector, requests, gap_ms, seed, |index, _| {
+        backends[index]
+    }) {
+        counts[index] += 1;
+    }
+    counts
+}
+
+/// [`simulate`] with backends that change over time: `backend(index, now_ms)` says how endpoint
+/// `index` answers a request sent at `now_ms`. Returns every pick as `(now_ms, index)`.
+pub(crate) fn simulate_over_time(
+    fixture: &Fixture,
+    selector: &Selector,
+    requests: u64,
+    gap_ms: u64,
+    seed: u64,
+    backend: impl Fn(usize, u64) -> Backend,
+) -> Vec<(u64, usize)> {
+    let mut rng = rng(seed);
+    let mut picks = Vec::with_capacity(usize::try_from(requests).unwrap_or(0));
     let mut in_flight: Vec<(u64, InFlight, Verdict, Duration)> = Vec::new();
     for n in 0..requests {
         let now_ms = n * gap_ms;
@@ -167,8 +186,8 @@ pub(crate) fn simulate(
         let Some(index) = picked else {
             panic!("no endpoint picked at {now_ms} ms");
         };
-        counts[index] += 1;
-        let backend = backends[index];
+        picks.push((now_ms, index));
+        let backend = backend(index, now_ms);
         let outcome = if rng.random_bool(backend.failure_rate) {
             Verdict::GatewayError
         } else {
@@ -182,5 +201,5 @@ pub(crate) fn simulate(
             backend.latency,
         ));
     }
-    counts
+    picks
 }

@@ -107,7 +107,7 @@ fn latency_decays_toward_a_lower_sample_over_the_time_constant() {
     let load = load_at(t0);
     load.start().finish(Verdict::Success, ms(300), t0);
     // One time constant later, a 100 ms sample pulls the estimate 1 - 1/e of the way down.
-    let t1 = t0 + EWMA_DECAY;
+    let t1 = t0 + LATENCY_TIME_CONSTANT;
     load.start().finish(Verdict::Success, ms(100), t1);
     let got = load
         .latency(t1)
@@ -115,10 +115,23 @@ fn latency_decays_toward_a_lower_sample_over_the_time_constant() {
         .unwrap_or_default();
     let want = 0.3 * (-1.0f64).exp() + 0.1 * (1.0 - (-1.0f64).exp());
     assert!((got - want).abs() < 1e-4, "got {got}, want {want}");
-    // A sample right after the previous one barely moves it.
+    // A sample right after the previous one moves it by the least weight a sample has.
     load.start().finish(Verdict::Success, ms(100), t1 + ms(10));
     let later = load.latency(t1 + ms(10)).map(|d| d.as_secs_f64());
-    assert!(later.is_some_and(|l| (l - want).abs() < 1e-3));
+    let want = want * (1.0 - MIN_SAMPLE_WEIGHT) + 0.1 * MIN_SAMPLE_WEIGHT;
+    assert!(later.is_some_and(|l| (l - want).abs() < 1e-3), "{later:?}");
+}
+
+#[test]
+fn a_few_fast_samples_in_a_row_bring_a_slow_estimate_down_however_close_together() {
+    let t0 = Instant::now();
+    let load = load_at(t0);
+    load.start().finish(Verdict::Success, ms(100), t0);
+    for n in 1..=12 {
+        load.start().finish(Verdict::Success, ms(1), t0 + ms(n));
+    }
+    let latency = load.latency(t0 + ms(12)).unwrap_or_default();
+    assert!(latency < ms(5), "latency {latency:?}");
 }
 
 #[test]
@@ -210,8 +223,12 @@ fn out_of_order_samples_do_not_move_the_clock_backwards() {
     let load = load_at(t0);
     load.start().finish(Verdict::Success, ms(100), t0 + ms(500));
     load.start().finish(Verdict::Success, ms(50), t0 + ms(400));
-    // The older sample counts with no weight of time, and the stamp stays at 500 ms.
-    assert_eq!(load.latency(t0 + EWMA_DECAY + ms(500)), Some(ms(100)));
+    // The older sample counts with the least weight, and the stamp stays at 500 ms: the
+    // estimate holds until one hold time after it.
+    assert_eq!(
+        load.latency(t0 + EWMA_DECAY + ms(500)),
+        Some(Duration::from_micros(87_500))
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use crate::balance::test_support::{ALL, Backend, Fixture, addr, config, ms, rng,
 use crate::outcome::Verdict;
 
 /// Which endpoint indices `picks` picks land on, with the same key and exclusions each time.
-fn counts(
+pub(super) fn counts(
     fixture: &Fixture,
     selector: &Selector,
     picks: usize,
@@ -303,53 +303,6 @@ fn weight_factors_out_of_range_are_clamped() {
     let selector = fixture.selector_with(&config(Algorithm::RoundRobin), &[f64::NAN, 7.0]);
     // Both count as weight 1: plain alternation.
     assert_eq!(counts(&fixture, &selector, 100, None, &[], 0), [50, 50]);
-}
-
-// === peak EWMA ===
-
-#[test]
-fn peak_ewma_prefers_the_lower_latency_endpoint() {
-    let fixture = Fixture::new(2);
-    fixture.succeed(0, ms(200), fixture.t0);
-    fixture.succeed(1, ms(50), fixture.t0);
-    let selector = fixture.selector(Algorithm::PeakEwma);
-    assert_eq!(counts(&fixture, &selector, 100, None, &[], 8), [0, 100]);
-}
-
-#[test]
-fn peak_ewma_weighs_latency_against_requests_in_flight() {
-    let fixture = Fixture::new(2);
-    fixture.succeed(0, ms(200), fixture.t0);
-    fixture.succeed(1, ms(50), fixture.t0);
-    // 50 ms × 5 in flight costs more than 200 ms × 1.
-    let _queue = fixture.hold(1, 4);
-    let selector = fixture.selector(Algorithm::PeakEwma);
-    assert_eq!(counts(&fixture, &selector, 100, None, &[], 9), [100, 0]);
-}
-
-#[test]
-fn peak_ewma_is_not_fooled_by_fast_failures() {
-    let fixture = Fixture::new(2);
-    fixture.succeed(0, ms(200), fixture.t0);
-    fixture.succeed(1, ms(100), fixture.t0);
-    for n in 1..=20u64 {
-        fixture.loads[0]
-            .start()
-            .finish(Verdict::GatewayError, ms(2), fixture.at(n));
-    }
-    let selector = fixture.selector(Algorithm::PeakEwma);
-    assert_eq!(counts(&fixture, &selector, 100, None, &[], 10), [0, 100]);
-}
-
-#[test]
-fn peak_ewma_tries_a_new_endpoint_with_no_samples() {
-    let fixture = Fixture::new(3);
-    fixture.succeed(0, ms(100), fixture.t0);
-    fixture.succeed(1, ms(50), fixture.t0);
-    let selector = fixture.selector(Algorithm::PeakEwma);
-    let got = counts(&fixture, &selector, 300, None, &[], 13);
-    // It borrows its rival's latency, so it wins about half of the pairs it is drawn in.
-    assert!(got[2] >= 60, "{got:?}");
 }
 
 #[test]
