@@ -108,14 +108,19 @@ pub struct RosterUpdate {
     pub state: PoolState,
 }
 
-/// The health machine's states (docs/design.md, "The endpoint health machine").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Where an endpoint stands: the health machine's states (docs/design.md, "The endpoint health
+/// machine"). One type from the sidecar's machine through the report stream to the controller.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum EndpointState {
+    /// New, no verdict yet: eligible, so a fresh pool does not 503 while it warms up.
     #[default]
     Unknown,
     Healthy,
+    /// Not eligible until its ejection time has passed (and probes agree).
     Ejected,
+    /// Earning its way back on a trickle of real traffic.
     Probation,
+    /// Leaving: no new requests (a terminating one only as a last resort).
     Draining,
 }
 
@@ -256,6 +261,16 @@ impl EndpointState {
             Self::Probation => "Probation",
             Self::Draining => "Draining",
         }
+    }
+
+    /// Counts towards the pool's eligible share (the panic computation).
+    pub fn is_eligible(self) -> bool {
+        matches!(self, Self::Unknown | Self::Healthy)
+    }
+
+    /// Counts against `maxEjectionPercent`.
+    pub fn is_out(self) -> bool {
+        matches!(self, Self::Ejected | Self::Probation)
     }
 }
 

@@ -1,9 +1,9 @@
 //! The per-pool endpoint health machine (docs/design.md, "The endpoint health machine"): probe
 //! results and request outcomes in, state transitions and routes out.
 //!
-//! Pure on purpose: no I/O, no clock reads, no async; every call takes `now`. The runtime owns
-//! one `PoolHealth` per pool behind a lock, feeds it evidence, calls `tick` about once a second,
-//! and acts on the returned [`Event`]s. Pool-wide rules live here (the ejection budget of
+//! Pure on purpose: no I/O, no clock reads, no async; every call takes `now`. Each pool's owner
+//! task (`crate::pool::owner`) holds its `PoolHealth` alone, with no lock: it feeds it evidence,
+//! calls `tick` about once a second, and acts on the returned [`Event`]s. Pool-wide rules live here (the ejection budget of
 //! `maxEjectionPercent`, panic mode, who gets routed); one endpoint's bookkeeping lives in
 //! `endpoint.rs`; passive detection is `crate::outlier`.
 //!
@@ -43,11 +43,11 @@ use crate::outcome::Verdict;
 use crate::outlier::ErrorRateWindow;
 
 mod endpoint;
-mod report;
+mod endpoint_report;
 mod roster;
 mod types;
 
-pub use report::{EndpointReport, Summary, wall_clock};
+pub use endpoint_report::{EndpointReport, Summary, wall_clock};
 pub use types::{Event, HealthSettings, Reason, Route, RouteClass, Routes, State};
 
 use endpoint::{Drain, Endpoint};

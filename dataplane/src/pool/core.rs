@@ -12,9 +12,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::endpoint::Endpoint;
-use super::report::{self, PoolView};
 use super::routing::Routing;
 use super::settings::{PoolSettings, Tuning};
+use super::view::{self, PoolView};
 use crate::balance::{Candidate, Selector, ShareTracker};
 use crate::config::EndpointConfig;
 use crate::drain::{self, EndpointDrains};
@@ -221,7 +221,7 @@ impl Core {
     /// The pool as `/endpoints` shows it.
     pub(super) fn view(&self, now: Instant) -> PoolView {
         let reports = self.health.reports(now);
-        report::view(
+        view::build(
             &self.name,
             self.health.panic(),
             reports,
@@ -266,7 +266,7 @@ impl Core {
         }
         self.dirty = true;
         for event in &events {
-            report::log_event(&self.name, event, &self.metrics);
+            view::log_event(&self.name, event, &self.metrics);
             let Event::Transition {
                 endpoint, from, to, ..
             } = event

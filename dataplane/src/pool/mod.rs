@@ -28,14 +28,14 @@ use crate::retry::{RetryBudget, RetryReason};
 mod core;
 mod endpoint;
 mod owner;
-mod report;
 mod routing;
 mod settings;
+mod view;
 
 pub use endpoint::Endpoint;
-pub use report::{EndpointView, PoolView};
 pub use routing::{NoEndpoint, Routing};
 pub use settings::{PoolSettings, Tuning};
+pub use view::{EndpointView, PoolView};
 
 use owner::Message;
 

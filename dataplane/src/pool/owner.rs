@@ -17,9 +17,9 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::core::Core;
-use super::report::PoolView;
 use super::routing::Routing;
 use super::settings::PoolSettings;
+use super::view::PoolView;
 use crate::config::EndpointConfig;
 use crate::health::probe::{self, ProbeSpec};
 use crate::outcome::Verdict;

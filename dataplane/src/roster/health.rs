@@ -10,9 +10,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rollcall_api::roster::{
-    EndpointHealth, EndpointState, HealthReport, PoolHealth, Refusal, SidecarId,
-};
+use rollcall_api::roster::{EndpointHealth, HealthReport, PoolHealth, Refusal, SidecarId};
 use tokio::time::Instant;
 
 use super::{Running, Versions};
@@ -124,7 +122,7 @@ fn health_of(
 fn endpoint_health(e: &EndpointView, now: Instant, wall_now: SystemTime) -> EndpointHealth {
     EndpointHealth {
         addr: e.health.address,
-        state: endpoint_state(e.health.state),
+        state: e.health.state,
         reason: e.health.reason.to_string(),
         since_unix_ms: unix_ms(wall_clock(e.health.since, now, wall_now)),
         times_ejected: e.health.ejection_multiplier,
@@ -182,16 +180,6 @@ fn in_parts(health: PoolHealth) -> Vec<PoolHealth> {
             return parts;
         }
         entries = rest;
-    }
-}
-
-fn endpoint_state(s: State) -> EndpointState {
-    match s {
-        State::Unknown => EndpointState::Unknown,
-        State::Healthy => EndpointState::Healthy,
-        State::Ejected => EndpointState::Ejected,
-        State::Probation => EndpointState::Probation,
-        State::Draining => EndpointState::Draining,
     }
 }
 

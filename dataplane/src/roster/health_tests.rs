@@ -3,7 +3,7 @@ use std::time::Duration;
 use super::*;
 use crate::health::machine::EndpointReport;
 use crate::pool::EndpointView;
-use rollcall_api::roster::PoolRef;
+use rollcall_api::roster::{EndpointState, PoolRef};
 
 const HEARTBEAT: Duration = Duration::from_secs(10);
 

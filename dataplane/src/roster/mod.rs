@@ -30,7 +30,7 @@ pub(crate) mod book;
 mod credentials;
 mod dial;
 mod health;
-mod report;
+mod reporter;
 mod watch;
 
 pub use backoff::Backoff;
@@ -228,7 +228,7 @@ pub fn spawn(options: &RosterOptions, channel: Channel, runtime: Arc<Runtime>) -
         Arc::clone(&runtime),
         versions_tx,
     ));
-    let report = tokio::spawn(report::run(client, options.clone(), runtime, versions_rx));
+    let report = tokio::spawn(reporter::run(client, options.clone(), runtime, versions_rx));
     let token_file = options
         .token_file
         .as_ref()

@@ -41,19 +41,9 @@ pub struct HealthSettings {
     pub slow_start_window: Duration,
 }
 
-/// Where an endpoint stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub enum State {
-    /// New, no verdict yet: eligible, so a fresh pool does not 503 while it warms up.
-    Unknown,
-    Healthy,
-    /// Not eligible until its ejection time has passed (and probes agree).
-    Ejected,
-    /// Earning its way back on a trickle of real traffic.
-    Probation,
-    /// Leaving: no new requests (a terminating one only as a last resort).
-    Draining,
-}
+/// Where an endpoint stands: the protocol's type, so what the machine decides is what the
+/// report says without a mapping.
+pub use rollcall_api::roster::EndpointState as State;
 
 /// Why an endpoint is in its state (or why an ejection was suppressed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -197,36 +187,6 @@ impl HealthSettings {
 impl Default for HealthSettings {
     fn default() -> Self {
         Self::from_policy(&PoolPolicy::default())
-    }
-}
-
-// === impl State ===
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Unknown => "Unknown",
-            Self::Healthy => "Healthy",
-            Self::Ejected => "Ejected",
-            Self::Probation => "Probation",
-            Self::Draining => "Draining",
-        }
-    }
-
-    /// Counts towards the pool's eligible share (the panic computation).
-    pub fn is_eligible(self) -> bool {
-        matches!(self, Self::Unknown | Self::Healthy)
-    }
-
-    /// Counts against `maxEjectionPercent`.
-    pub fn is_out(self) -> bool {
-        matches!(self, Self::Ejected | Self::Probation)
-    }
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

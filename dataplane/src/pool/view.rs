@@ -40,7 +40,7 @@ pub struct EndpointView {
     pub open_connections: usize,
 }
 
-pub(super) fn view(
+pub(super) fn build(
     name: &str,
     panic: bool,
     reports: Vec<EndpointReport>,
