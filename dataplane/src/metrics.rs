@@ -37,6 +37,8 @@ pub struct Metrics {
     pub controller_connected: prometheus::IntGauge,
     /// Access log lines dropped, by reason (`full`, `write_error`).
     pub access_log_dropped: IntCounterVec,
+    /// Request verdicts the pool's owner had no room for, by pool.
+    pub verdicts_dropped: IntCounterVec,
 }
 
 impl Metrics {
@@ -103,6 +105,11 @@ impl Metrics {
             "Access log lines dropped, by reason (full: the writer fell behind; write_error)",
             &["reason"],
         )?;
+        let verdicts_dropped = counter(
+            "rollcall_verdicts_dropped_total",
+            "Request verdicts dropped because the pool's health owner had a full queue (it fell behind the request path)",
+            &["pool"],
+        )?;
         let controller_connected = prometheus::IntGauge::new(
             "rollcall_controller_connected",
             "1 while a roster stream to the controller is open",
@@ -150,6 +157,7 @@ impl Metrics {
             roster_updates,
             controller_connected,
             access_log_dropped,
+            verdicts_dropped,
         })
     }
 
@@ -201,6 +209,7 @@ impl Metrics {
         let _ = self.idle_evictions.remove_label_values(&[pool]);
         let _ = self.panic.remove_label_values(&[pool]);
         let _ = self.request_duration.remove_label_values(&[pool]);
+        let _ = self.verdicts_dropped.remove_label_values(&[pool]);
     }
 }
 

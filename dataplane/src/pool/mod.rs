@@ -37,12 +37,15 @@ pub use routing::{NoEndpoint, Routing};
 pub use settings::{PoolSettings, Tuning};
 pub use view::{EndpointView, PoolView};
 
-use owner::Message;
+use owner::{Message, RequestVerdict};
 
 pub struct Pool {
     name: Arc<str>,
     routing: Arc<ArcSwap<Routing>>,
     owner: mpsc::UnboundedSender<Message>,
+    /// Request verdicts for the owner, bounded (`owner::VERDICT_QUEUE`).
+    verdicts: mpsc::Sender<RequestVerdict>,
+    verdicts_dropped: IntCounter,
     owner_task: AbortHandle,
     budget: RetryBudget,
     tuning: Tuning,
@@ -95,9 +98,12 @@ impl Pool {
         );
         let routing = Arc::new(ArcSwap::from_pointee(core.next_snapshot(now)));
         let (owner, inbox) = mpsc::unbounded_channel();
+        let (verdicts, verdict_queue) = mpsc::channel(owner::VERDICT_QUEUE);
+        let verdicts_dropped = metrics.verdicts_dropped.with_label_values(&[&*name]);
         let owner_task = tokio::spawn(owner::run(
             core,
             inbox,
+            verdict_queue,
             owner.downgrade(),
             Arc::clone(&routing),
         ))
@@ -106,6 +112,8 @@ impl Pool {
             name,
             routing,
             owner,
+            verdicts,
+            verdicts_dropped,
             owner_task,
             budget,
             tuning,
@@ -191,11 +199,16 @@ impl Pool {
         } else {
             String::new()
         };
-        let _ = self.owner.send(Message::Request {
+        let request = RequestVerdict {
             addr,
             verdict,
             detail,
-        });
+        };
+        // Never waits: a full queue means the owner is far behind; this verdict is dropped
+        // and counted, the next ones get through once it catches up.
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.verdicts.try_send(request) {
+            self.verdicts_dropped.inc();
+        }
     }
 
     /// The pool's retry budget.

@@ -1,9 +1,15 @@
-//! The one task that owns a pool's state (`Core`): it takes rosters, request verdicts and probe
-//! results from one channel, in order, ticks four times a second, and publishes a new routing
-//! snapshot after every batch that changed something. The request path never waits for it: it
-//! reads the last snapshot and sends its verdicts without blocking. A question (`View`) or a
-//! roster (`Update`) is answered only after everything sent before it has been applied and
-//! published, so a caller always sees its own earlier evidence.
+//! The one task that owns a pool's state (`Core`): it takes request verdicts from a bounded
+//! queue and everything else (rosters, probe results, questions) from a control channel, ticks
+//! four times a second, and publishes a new routing snapshot after every batch that changed
+//! something. The request path never waits for it: it reads the last snapshot and offers its
+//! verdicts without blocking; when the owner has fallen so far behind that the queue is full, a
+//! verdict is dropped and counted (`rollcall_verdicts_dropped_total`) rather than held in memory
+//! without bound. A question (`View`) or a roster (`Update`) is answered only after every verdict
+//! queued before it has been applied and published, so a caller always sees its own earlier
+//! evidence.
+//!
+//! Probe results stay on the control channel: at most one per endpoint per probe interval, they
+//! are bounded by the roster, and one must never be dropped for want of room.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -30,13 +36,19 @@ const TICK: Duration = Duration::from_millis(250);
 /// Messages handled per batch before publishing.
 const BATCH: usize = 256;
 
-/// What the owner is told.
+/// Request verdicts that may wait for the owner: about 64 bytes each, so at most 256 KiB per
+/// pool. The owner takes 256 per batch, and falls this far behind only when starved of CPU.
+pub(super) const VERDICT_QUEUE: usize = 4096;
+
+/// One request's verdict on its endpoint, on the bounded queue.
+pub(super) struct RequestVerdict {
+    pub(super) addr: SocketAddr,
+    pub(super) verdict: Verdict,
+    pub(super) detail: String,
+}
+
+/// What the owner is told on the control channel.
 pub(super) enum Message {
-    Request {
-        addr: SocketAddr,
-        verdict: Verdict,
-        detail: String,
-    },
     Probe {
         addr: SocketAddr,
         ok: bool,
@@ -72,6 +84,7 @@ struct Owner {
 pub(super) async fn run(
     core: Core,
     mut inbox: mpsc::UnboundedReceiver<Message>,
+    mut verdicts: mpsc::Receiver<RequestVerdict>,
     evidence: mpsc::WeakUnboundedSender<Message>,
     published: Arc<ArcSwap<Routing>>,
 ) {
@@ -89,6 +102,7 @@ pub(super) async fn run(
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut batch = Vec::with_capacity(BATCH);
+    let mut requests = Vec::with_capacity(BATCH);
     loop {
         tokio::select! {
             received = inbox.recv_many(&mut batch, BATCH) => {
@@ -96,9 +110,22 @@ pub(super) async fn run(
                     break;
                 }
                 for message in batch.drain(..) {
+                    // Every verdict queued before this message first, so a question or a
+                    // roster sees the caller's earlier evidence.
+                    owner.take_queued(&mut verdicts);
                     if owner.handle(message) {
                         return;
                     }
+                }
+            }
+            received = verdicts.recv_many(&mut requests, BATCH) => {
+                if received == 0 {
+                    // The pool, which holds the sending side, is gone.
+                    break;
+                }
+                let now = Instant::now();
+                for request in requests.drain(..) {
+                    owner.record(request, now);
                 }
             }
             _ = tick.tick() => {
@@ -115,15 +142,23 @@ pub(super) async fn run(
 }
 
 impl Owner {
+    fn record(&mut self, request: RequestVerdict, now: Instant) {
+        self.core
+            .record_request(request.addr, request.verdict, &request.detail, now);
+    }
+
+    /// Apply every verdict waiting in the queue now.
+    fn take_queued(&mut self, verdicts: &mut mpsc::Receiver<RequestVerdict>) {
+        let now = Instant::now();
+        while let Ok(request) = verdicts.try_recv() {
+            self.record(request, now);
+        }
+    }
+
     /// Apply one message; `true` when the pool is shutting down.
     fn handle(&mut self, message: Message) -> bool {
         let now = Instant::now();
         match message {
-            Message::Request {
-                addr,
-                verdict,
-                detail,
-            } => self.core.record_request(addr, verdict, &detail, now),
             Message::Probe { addr, ok, detail } => self.core.record_probe(addr, ok, &detail, now),
             Message::Update {
                 roster,
@@ -210,5 +245,55 @@ impl Owner {
             probe.abort();
         }
         self.core.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rollcall_api::policy::{HealthCheckType, PoolPolicy};
+
+    use super::VERDICT_QUEUE;
+    use crate::config::EndpointConfig;
+    use crate::health::machine::State;
+    use crate::metrics::Metrics;
+    use crate::outcome::Verdict;
+    use crate::pool::{Pool, PoolSettings, Tuning};
+
+    #[tokio::test]
+    async fn a_full_verdict_queue_drops_and_counts_and_a_question_waits_for_what_was_queued() {
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let mut policy = PoolPolicy::default();
+        policy.health_check.kind = HealthCheckType::None;
+        let settings = PoolSettings::new(&policy);
+        let pool = Pool::new(
+            "shop/web",
+            settings.clone(),
+            Tuning::default(),
+            Arc::clone(&metrics),
+        );
+        let addr = "127.0.0.1:9".parse().unwrap();
+        let endpoint = EndpointConfig {
+            address: addr,
+            zone: None,
+            weight: 1,
+            terminating: false,
+        };
+        pool.update(&[endpoint], settings).await;
+        // On this current-thread runtime the owner cannot run until the test yields: every
+        // verdict offered meanwhile waits in the queue, and those past its room are dropped.
+        for _ in 0..VERDICT_QUEUE + 10 {
+            pool.record_verdict(addr, Verdict::Success, "");
+        }
+        let dropped = metrics.verdicts_dropped.with_label_values(&["shop/web"]);
+        assert_eq!(dropped.get(), 10);
+        // The question comes after the queued verdicts: with probes off, a success makes the
+        // new endpoint Healthy, so an answer given before them would still say Unknown.
+        let view = pool.view().await.expect("pool running");
+        assert_eq!(view.endpoints[0].health.state, State::Healthy);
+        // Once the owner caught up there is room again.
+        pool.record_verdict(addr, Verdict::Success, "");
+        assert_eq!(dropped.get(), 10);
     }
 }
