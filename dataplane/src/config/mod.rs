@@ -27,10 +27,20 @@ pub struct PoolConfig {
     pub name: String,
     /// Address the application sends to, e.g. `127.0.0.1:15001`.
     pub listen: SocketAddr,
-    #[serde(default)]
+    /// `endpoints:` left empty (YAML null) is an empty roster, as it always was: a pool can be
+    /// declared before its endpoints are known.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub endpoints: Vec<EndpointConfig>,
     #[serde(default)]
     pub policy: PoolPolicy,
+}
+
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// One endpoint of a pool's roster.
@@ -166,6 +176,18 @@ mod tests {
         assert_eq!(cfg.pools[0].policy, PoolPolicy::default());
         assert_eq!(cfg.pools[0].endpoints[0].weight, 1);
         assert!(!cfg.pools[0].endpoints[0].terminating);
+    }
+
+    #[test]
+    fn an_empty_endpoints_key_is_an_empty_roster() {
+        for text in [
+            "pools:\n- name: web\n  listen: 127.0.0.1:15001\n  endpoints:\n",
+            "pools:\n- name: web\n  listen: 127.0.0.1:15001\n  endpoints: []\n",
+            "pools:\n- name: web\n  listen: 127.0.0.1:15001\n",
+        ] {
+            let cfg = SidecarConfig::parse(text, "test").unwrap();
+            assert!(cfg.pools[0].endpoints.is_empty(), "{text}");
+        }
     }
 
     #[test]
