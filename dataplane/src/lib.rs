@@ -9,6 +9,7 @@ pub mod config;
 pub mod drain;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod grpc_status;
 pub mod health;
 pub mod metrics;
 pub mod outcome;

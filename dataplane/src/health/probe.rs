@@ -22,7 +22,7 @@ use rollcall_api::policy::{HealthCheck, HealthCheckType};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::proxy::grpc::{self, code};
+use crate::grpc_status::{self as grpc, code};
 
 /// Probe `addr` with the check `settings` holds now, until `report` returns `false` or the
 /// settings go away. `report(ok, detail)` gets every result.
