@@ -75,6 +75,28 @@ fn durations_parse_in_go_style_and_refuse_bare_numbers() {
 }
 
 #[test]
+fn every_duration_prints_as_text_that_parses_back_to_it_exactly() {
+    // The fuzzer found "50ns" printed as "0us" (fuzz/corpus/policy/regression-duration-whitespace).
+    for nanos in [
+        1,
+        50,
+        999,
+        1_000,
+        1_500,
+        500_000,
+        1_000_000,
+        1_000_001,
+        1_500_000_000,
+        90_000_000_000,
+        3_600_000_000_123,
+    ] {
+        let d = DurationString::new(std::time::Duration::from_nanos(nanos));
+        let again: DurationString = d.to_string().parse().unwrap();
+        assert_eq!(again, d, "{nanos} ns printed as {d}");
+    }
+}
+
+#[test]
 fn percent_accepts_suffix_or_number_and_refuses_negative() {
     assert_eq!("20%".parse::<Percent>().unwrap().get(), 20.0);
     assert_eq!(parse("panicThreshold: 30").panic_threshold.get(), 30.0);

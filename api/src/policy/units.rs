@@ -43,6 +43,10 @@ impl fmt::Display for DurationString {
         if d.is_zero() {
             return f.write_str("0s");
         }
+        if !d.subsec_nanos().is_multiple_of(1_000) {
+            // Not a whole microsecond: only nanoseconds say it exactly.
+            return write!(f, "{}ns", d.as_nanos());
+        }
         if !d.subsec_nanos().is_multiple_of(1_000_000)
             || (d.as_secs() == 0 && d.subsec_millis() == 0)
         {

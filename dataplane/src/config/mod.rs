@@ -119,7 +119,7 @@ impl SidecarConfig {
     }
 
     /// Every rule the parser cannot check, each problem with its path.
-    fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         let mut names = HashSet::new();
         let mut listens = HashSet::new();
