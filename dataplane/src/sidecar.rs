@@ -61,7 +61,12 @@ pub struct Sidecar {
     admin: Arc<AdminState>,
     shutdown: ShutdownPlan,
     tasks: Vec<JoinHandle<()>>,
+    /// Flushed at the end of a shutdown.
+    access_log: Option<Arc<AccessLog>>,
 }
+
+/// How long a stopping sidecar waits for the access log lines already queued to be written.
+const ACCESS_LOG_FLUSH: Duration = Duration::from_secs(2);
 
 /// Why the sidecar could not start.
 #[derive(Debug, thiserror::Error)]
@@ -145,11 +150,14 @@ impl Sidecar {
     ) -> Result<Self, StartError> {
         let metrics = Arc::new(Metrics::new()?);
         let mut tuning = run.tuning;
-        if let Some(config) = &run.access_log {
-            let log = AccessLog::open(config, &metrics.access_log_dropped)
-                .map_err(StartError::AccessLog)?;
-            tuning.access_log = Some(log);
-        }
+        let access_log = match &run.access_log {
+            Some(config) => Some(
+                AccessLog::open(config, &metrics.access_log_dropped)
+                    .map_err(StartError::AccessLog)?,
+            ),
+            None => None,
+        };
+        tuning.access_log = access_log.clone();
         let runtime = Arc::new(Runtime::with_tuning(Arc::clone(&metrics), tuning));
         let admin_error = |source| StartError::Admin {
             addr: admin_listen,
@@ -181,6 +189,7 @@ impl Sidecar {
             admin,
             shutdown: run.shutdown,
             tasks,
+            access_log,
         })
     }
 
@@ -210,6 +219,11 @@ impl Sidecar {
         self.runtime.shutdown_within(self.shutdown.grace).await;
         for task in &self.tasks {
             task.abort();
+        }
+        if let Some(log) = &self.access_log
+            && !log.flush(ACCESS_LOG_FLUSH).await
+        {
+            tracing::warn!(within = ?ACCESS_LOG_FLUSH, "access log lines queued at shutdown were not all written in time");
         }
         tracing::info!("stopped");
     }

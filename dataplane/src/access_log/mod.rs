@@ -8,26 +8,30 @@
 //!
 //! std's bounded channel rather than tokio's: the receiving end is a plain thread (a blocking
 //! writer must not sit on the one runtime thread the sidecar has by default), and a full
-//! channel must refuse at once, which `try_send` does.
+//! channel must refuse at once, which `try_send` does. A log file is followed through rotation
+//! (`writer`), and at shutdown the sidecar waits, briefly, for the lines already queued
+//! ([`AccessLog::flush`]).
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::Duration;
 
 use prometheus::IntCounter;
 use rand::Rng;
 
 mod entry;
+mod writer;
 
 pub use entry::{End, Entry, path_of};
+use writer::{Followed, Output, Queued};
 
 /// Lines waiting for the writer before new ones are dropped (about 1 MB of entries).
 pub const CAPACITY: usize = 4096;
-/// Lines formatted into one write.
-const BATCH: usize = 256;
+
+/// How often the writer checks whether a log file's path still names the file it writes.
+pub const REOPEN_CHECK: Duration = Duration::from_secs(1);
 
 /// Where the lines go and how many requests get one.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,7 +53,7 @@ pub enum Destination {
 /// The access log the request path writes to.
 pub struct AccessLog {
     sample: f64,
-    lines: SyncSender<Entry>,
+    lines: SyncSender<Queued>,
     dropped_full: IntCounter,
 }
 
@@ -82,27 +86,32 @@ impl AccessLog {
         config: &AccessLogConfig,
         dropped: &prometheus::IntCounterVec,
     ) -> std::io::Result<Arc<Self>> {
-        let out: Box<dyn Write + Send> = match &config.destination {
-            Destination::Stdout => Box::new(std::io::stdout()),
-            Destination::File(path) => Box::new(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|e| {
-                        std::io::Error::new(
-                            e.kind(),
-                            format!("cannot open the access log {}: {e}", path.display()),
-                        )
-                    })?,
-            ),
+        Self::open_checking(config, dropped, REOPEN_CHECK)
+    }
+
+    /// [`AccessLog::open`], with a file's path checked for rotation every `recheck`.
+    pub fn open_checking(
+        config: &AccessLogConfig,
+        dropped: &prometheus::IntCounterVec,
+        recheck: Duration,
+    ) -> std::io::Result<Arc<Self>> {
+        let out = match &config.destination {
+            Destination::Stdout => Output::Stdout(std::io::stdout()),
+            Destination::File(path) => {
+                Output::File(Followed::open(path, recheck).map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("cannot open the access log {}: {e}", path.display()),
+                    )
+                })?)
+            }
         };
         let (lines, queued) = std::sync::mpsc::sync_channel(CAPACITY);
         let dropped_full = dropped.with_label_values(&["full"]);
         let write_errors = dropped.with_label_values(&["write_error"]);
         std::thread::Builder::new()
             .name("rollcall-access-log".into())
-            .spawn(move || write_lines(&queued, out, &write_errors))?;
+            .spawn(move || writer::run(&queued, out, &write_errors))?;
         tracing::info!(destination = ?config.destination, sample = config.sample, "access log on");
         Ok(Arc::new(Self {
             sample: config.sample,
@@ -118,11 +127,25 @@ impl AccessLog {
 
     /// Hand a finished request to the writer; never waits.
     pub fn write(&self, entry: Entry) {
-        match self.lines.try_send(entry) {
+        match self.lines.try_send(Queued::Entry(entry)) {
             Ok(()) => {}
             // The writer only ends by panicking: its lines are dropped as if it were full.
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.dropped_full.inc(),
         }
+    }
+
+    /// Wait, at most `within`, until every line handed over before this call is written: at
+    /// shutdown, so the last requests' lines do not die with the process. `false` when the
+    /// writer did not get there in time (a stalled disk or pipe); the lines are then lost.
+    pub async fn flush(&self, within: Duration) -> bool {
+        let lines = self.lines.clone();
+        // The marker waits for room behind the queued lines, and the answer for the writer:
+        // both block, so off the runtime's thread.
+        let waited = tokio::task::spawn_blocking(move || {
+            let (done, written) = std::sync::mpsc::sync_channel(1);
+            lines.send(Queued::Flush(done)).is_ok() && written.recv().is_ok()
+        });
+        matches!(tokio::time::timeout(within, waited).await, Ok(Ok(true)))
     }
 }
 
@@ -134,38 +157,11 @@ impl std::fmt::Debug for AccessLog {
     }
 }
 
-/// The writer thread: whatever is queued, formatted and written in one go, then flushed, so a
-/// line is out as soon as the writer is free. Ends when every sender is gone.
-fn write_lines(queued: &Receiver<Entry>, mut out: Box<dyn Write + Send>, errors: &IntCounter) {
-    let mut buf = Vec::with_capacity(64 * 1024);
-    let mut failing = false;
-    while let Ok(first) = queued.recv() {
-        let mut count = 0u64;
-        for entry in std::iter::once(first).chain(queued.try_iter().take(BATCH - 1)) {
-            if entry.write_line(&mut buf).is_ok() {
-                count += 1;
-            }
-        }
-        match out.write_all(&buf).and_then(|()| out.flush()) {
-            Ok(()) if failing => {
-                failing = false;
-                tracing::info!("access log written again");
-            }
-            Ok(()) => {}
-            Err(error) => {
-                errors.inc_by(count);
-                if !failing {
-                    failing = true;
-                    tracing::warn!(%error, "access log write failed; its lines are dropped until a write succeeds");
-                }
-            }
-        }
-        buf.clear();
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+    use std::sync::mpsc::Receiver;
+
     use super::*;
 
     #[test]
@@ -184,7 +180,7 @@ mod tests {
         assert!("".parse::<Destination>().is_err());
     }
 
-    fn log(sample: f64, capacity: usize) -> (AccessLog, Receiver<Entry>, IntCounter) {
+    fn log(sample: f64, capacity: usize) -> (AccessLog, Receiver<Queued>, IntCounter) {
         let dropped = IntCounter::new("dropped", "test").expect("a counter");
         let (lines, queued) = std::sync::mpsc::sync_channel(capacity);
         let log = AccessLog {
@@ -205,10 +201,8 @@ mod tests {
         assert!((4700..=5300).contains(&taken), "{taken}");
     }
 
-    #[test]
-    fn a_full_queue_drops_the_line_and_counts_it() {
-        let (log, queued, dropped) = log(1.0, 2);
-        let entry = Entry {
+    fn entry() -> Entry {
+        Entry {
             start: std::time::SystemTime::UNIX_EPOCH,
             pool: "web".into(),
             method: http::Method::GET,
@@ -219,14 +213,19 @@ mod tests {
             reason: None,
             endpoint: None,
             tries: 1,
-            duration: std::time::Duration::ZERO,
+            duration: Duration::ZERO,
             first_byte: None,
             request_bytes: 0,
             response_bytes: 0,
             end: End::Complete,
-        };
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_the_line_and_counts_it() {
+        let (log, queued, dropped) = log(1.0, 2);
         for _ in 0..5 {
-            log.write(entry.clone());
+            log.write(entry());
         }
         assert_eq!(
             queued.try_iter().count(),
@@ -234,5 +233,64 @@ mod tests {
             "what the queue holds is written"
         );
         assert_eq!(dropped.get(), 3, "the rest were dropped, and counted");
+    }
+
+    fn to_file(path: &Path) -> AccessLogConfig {
+        AccessLogConfig {
+            destination: Destination::File(path.to_path_buf()),
+            sample: 1.0,
+        }
+    }
+
+    fn dropped() -> prometheus::IntCounterVec {
+        prometheus::IntCounterVec::new(prometheus::Opts::new("dropped", "test"), &["reason"])
+            .expect("a counter")
+    }
+
+    fn lines(path: &Path) -> usize {
+        std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
+    }
+
+    #[tokio::test]
+    async fn a_flush_returns_once_every_line_handed_over_before_it_is_in_the_file() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("access.json");
+        let log = AccessLog::open(&to_file(&path), &dropped()).expect("opened");
+        for _ in 0..300 {
+            log.write(entry());
+        }
+        assert!(log.flush(Duration::from_secs(10)).await);
+        assert_eq!(lines(&path), 300);
+    }
+
+    #[tokio::test]
+    async fn a_log_file_renamed_or_removed_is_followed_by_a_new_one_at_its_path() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("access.json");
+        let log =
+            AccessLog::open_checking(&to_file(&path), &dropped(), Duration::ZERO).expect("opened");
+        log.write(entry());
+        assert!(log.flush(Duration::from_secs(10)).await);
+        // Rotated as logrotate does by default: renamed away, the writer not told.
+        let rotated = dir.path().join("access.json.1");
+        std::fs::rename(&path, &rotated).expect("renamed");
+        log.write(entry());
+        log.write(entry());
+        assert!(log.flush(Duration::from_secs(10)).await);
+        assert_eq!(
+            lines(&rotated),
+            1,
+            "the old file keeps what was written before"
+        );
+        assert_eq!(
+            lines(&path),
+            2,
+            "what came after is in a new file at the path"
+        );
+        // Removed outright: the same.
+        std::fs::remove_file(&path).expect("removed");
+        log.write(entry());
+        assert!(log.flush(Duration::from_secs(10)).await);
+        assert_eq!(lines(&path), 1);
     }
 }
