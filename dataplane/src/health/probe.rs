@@ -22,7 +22,7 @@ use rollcall_api::policy::{HealthCheck, HealthCheckType};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::grpc_status::{self as grpc, code};
+use crate::grpc_status::{self as grpc, Code};
 
 /// Probe `addr` with the check `settings` holds now, until `report` returns `false` or the
 /// settings go away. `report(ok, detail)` gets every result.
@@ -272,11 +272,11 @@ async fn grpc_check(stream: TcpStream, addr: SocketAddr, service: &str) -> Resul
     let (parts, body) = response.into_parts();
     let status = grpc::status(&parts.headers).or_else(|| body.trailers().and_then(grpc::status));
     match status {
-        Some(code::OK) => {}
-        Some(code::UNIMPLEMENTED) => {
+        Some(Code::Ok) => {}
+        Some(Code::Unimplemented) => {
             return Err("grpc health check: UNIMPLEMENTED (no grpc.health.v1 service)".into());
         }
-        Some(code::NOT_FOUND) => {
+        Some(Code::NotFound) => {
             return Err(format!("grpc health check: service {service:?} is unknown"));
         }
         Some(code) => return Err(format!("grpc health check failed with grpc-status {code}")),

@@ -8,8 +8,7 @@ use http_body_util::{BodyExt, Full};
 use crate::retry::LocalAnswer;
 use crate::upstream::ProxyBody;
 
-/// The header carrying why the sidecar answered itself.
-pub const REASON_HEADER: &str = "x-rollcall-reason";
+pub use super::headers::REASON_HEADER;
 
 /// An answer made by the sidecar: `status`, `x-rollcall-reason: reason`, and `message`.
 pub fn error_response(

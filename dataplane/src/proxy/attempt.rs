@@ -58,7 +58,7 @@ impl TryResult {
     /// anything, which gRPC treats as safe to retry.
     pub fn grpc_unavailable(&self) -> bool {
         self.answer.as_ref().is_some_and(|(response, _)| {
-            grpc::status(response.headers()) == Some(grpc::code::UNAVAILABLE)
+            grpc::status(response.headers()) == Some(grpc::Code::Unavailable)
         })
     }
 }

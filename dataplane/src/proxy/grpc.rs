@@ -23,9 +23,9 @@ use http::{HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
-use super::answer::REASON_HEADER;
+use super::headers::REASON_HEADER;
 use crate::grpc_status::GRPC_STATUS;
-pub use crate::grpc_status::{code, code_for, http_equivalent, is_grpc, status};
+pub use crate::grpc_status::{Code, code_for, http_equivalent, is_grpc, status};
 use crate::upstream::ProxyBody;
 
 const GRPC_MESSAGE: &str = "grpc-message";
@@ -47,7 +47,7 @@ pub fn local_answer(http_status: u16, reason: &'static str, message: &str) -> Re
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     headers.insert(
         GRPC_STATUS,
-        HeaderValue::from(code_for(http_status, reason)),
+        HeaderValue::from(code_for(http_status, reason) as i32),
     );
     let encoded = utf8_percent_encode(message, MESSAGE_ENCODED).to_string();
     if let Ok(value) = HeaderValue::from_str(&encoded) {

@@ -7,6 +7,10 @@ use std::net::SocketAddr;
 
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 
+/// The header carrying why the sidecar answered a request itself (`super::answer`, and the
+/// trailers-only gRPC answers of `super::grpc`).
+pub const REASON_HEADER: &str = "x-rollcall-reason";
+
 /// A static, not a const: a const array would be built anew at every use, inside the loop too.
 static HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
     header::CONNECTION,

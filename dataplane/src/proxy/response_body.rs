@@ -54,7 +54,7 @@ struct Done {
     /// endpoint here, not at the headers).
     grpc_trailers: bool,
     /// The `grpc-status` trailer, once seen.
-    grpc_status: Option<u32>,
+    grpc_status: Option<grpc::Code>,
 }
 
 /// What the endpoint's response needs to be tracked.
@@ -118,7 +118,7 @@ impl Done {
             let detail = match self.grpc_status {
                 // A success needs no words (and no allocation per call).
                 Some(_) if !self.verdict.is_failure() => String::new(),
-                Some(code) => format!("grpc-status {code}"),
+                Some(code) => format!("grpc-status {}", code as i32),
                 None => {
                     // The spec makes a missing status an error; the endpoint sent it so.
                     self.verdict = Verdict::ServerError;

@@ -1,6 +1,6 @@
 use http::{HeaderMap, HeaderValue, StatusCode};
 
-use super::{code, code_for, http_equivalent, is_grpc, local_answer, status};
+use super::{Code, code_for, http_equivalent, is_grpc, local_answer, status};
 use crate::outcome::Verdict;
 
 fn with(name: &'static str, value: &str) -> HeaderMap {
@@ -32,8 +32,14 @@ fn grpc_requests_are_told_by_their_content_type() {
 
 #[test]
 fn grpc_status_is_read_only_when_well_formed() {
-    assert_eq!(status(&with("grpc-status", "14")), Some(14));
-    assert_eq!(status(&with("grpc-status", " 0 ")), Some(0));
+    assert_eq!(status(&with("grpc-status", "14")), Some(Code::Unavailable));
+    assert_eq!(status(&with("grpc-status", " 0 ")), Some(Code::Ok));
+    // A code no gRPC version defines yet is a well-formed status: Unknown.
+    assert_eq!(status(&with("grpc-status", "17")), Some(Code::Unknown));
+    assert_eq!(
+        status(&with("grpc-status", "4294967295")),
+        Some(Code::Unknown)
+    );
     assert_eq!(status(&with("grpc-status", "fourteen")), None);
     assert_eq!(status(&with("grpc-status", "-1")), None);
     assert_eq!(status(&HeaderMap::new()), None);
@@ -42,29 +48,29 @@ fn grpc_status_is_read_only_when_well_formed() {
 #[test]
 fn unavailable_is_a_gateway_error_and_application_codes_are_the_clients() {
     let verdict = |c| Verdict::from_status(http_equivalent(c));
-    assert_eq!(verdict(code::OK), Verdict::Success);
-    assert_eq!(verdict(code::UNAVAILABLE), Verdict::GatewayError);
-    assert_eq!(verdict(code::DEADLINE_EXCEEDED), Verdict::GatewayError);
-    for server in [code::UNKNOWN, code::INTERNAL, code::DATA_LOSS, 17, 999] {
-        assert_eq!(verdict(server), Verdict::ServerError, "code {server}");
+    assert_eq!(verdict(Code::Ok), Verdict::Success);
+    assert_eq!(verdict(Code::Unavailable), Verdict::GatewayError);
+    assert_eq!(verdict(Code::DeadlineExceeded), Verdict::GatewayError);
+    for server in [Code::Unknown, Code::Internal, Code::DataLoss] {
+        assert_eq!(verdict(server), Verdict::ServerError, "code {server:?}");
     }
     for client in [
-        code::CANCELLED,
-        code::INVALID_ARGUMENT,
-        code::NOT_FOUND,
-        code::ALREADY_EXISTS,
-        code::PERMISSION_DENIED,
-        code::RESOURCE_EXHAUSTED,
-        code::FAILED_PRECONDITION,
-        code::ABORTED,
-        code::OUT_OF_RANGE,
-        code::UNIMPLEMENTED,
-        code::UNAUTHENTICATED,
+        Code::Cancelled,
+        Code::InvalidArgument,
+        Code::NotFound,
+        Code::AlreadyExists,
+        Code::PermissionDenied,
+        Code::ResourceExhausted,
+        Code::FailedPrecondition,
+        Code::Aborted,
+        Code::OutOfRange,
+        Code::Unimplemented,
+        Code::Unauthenticated,
     ] {
-        assert_eq!(verdict(client), Verdict::ClientError, "code {client}");
+        assert_eq!(verdict(client), Verdict::ClientError, "code {client:?}");
     }
     assert_eq!(
-        http_equivalent(code::UNAVAILABLE),
+        http_equivalent(Code::Unavailable),
         503,
         "retried like a 503"
     );
@@ -72,12 +78,12 @@ fn unavailable_is_a_gateway_error_and_application_codes_are_the_clients() {
 
 #[test]
 fn the_sidecars_own_answers_map_to_what_a_grpc_client_acts_on() {
-    assert_eq!(code_for(503, "no-healthy-endpoints"), code::UNAVAILABLE);
-    assert_eq!(code_for(502, "upstream-connect-failure"), code::UNAVAILABLE);
-    assert_eq!(code_for(504, "upstream-timeout"), code::UNAVAILABLE);
-    assert_eq!(code_for(504, "deadline-exceeded"), code::DEADLINE_EXCEEDED);
-    assert_eq!(code_for(400, "bad-request"), code::INTERNAL);
-    assert_eq!(code_for(413, "whatever"), code::UNKNOWN);
+    assert_eq!(code_for(503, "no-healthy-endpoints"), Code::Unavailable);
+    assert_eq!(code_for(502, "upstream-connect-failure"), Code::Unavailable);
+    assert_eq!(code_for(504, "upstream-timeout"), Code::Unavailable);
+    assert_eq!(code_for(504, "deadline-exceeded"), Code::DeadlineExceeded);
+    assert_eq!(code_for(400, "bad-request"), Code::Internal);
+    assert_eq!(code_for(413, "whatever"), Code::Unknown);
 }
 
 #[test]
