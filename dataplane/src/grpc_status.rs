@@ -5,6 +5,8 @@
 use http::HeaderMap;
 use http::header::CONTENT_TYPE;
 
+use crate::local_answer::LocalReason;
+
 /// The header (or trailer) that carries a call's status.
 pub const GRPC_STATUS: &str = "grpc-status";
 /// The gRPC status codes: tonic's, not a copy.
@@ -62,9 +64,9 @@ pub fn http_equivalent(code: Code) -> u16 {
 /// `DEADLINE_EXCEEDED`, everything the endpoints failed at (no endpoint, connect failure,
 /// timeout, reset) `UNAVAILABLE`, which a gRPC client may retry; the gRPC spec's HTTP mapping
 /// for the rest.
-pub fn code_for(http_status: u16, reason: &str) -> Code {
+pub fn code_for(http_status: u16, reason: LocalReason) -> Code {
     match (http_status, reason) {
-        (_, "deadline-exceeded") => Code::DeadlineExceeded,
+        (_, LocalReason::DeadlineExceeded) => Code::DeadlineExceeded,
         (400, _) => Code::Internal,
         (401, _) => Code::Unauthenticated,
         (403, _) => Code::PermissionDenied,

@@ -11,6 +11,7 @@ pub mod drain;
 pub mod fuzzing;
 pub mod grpc_status;
 pub mod health;
+pub mod local_answer;
 pub mod metrics;
 pub mod outcome;
 pub mod outlier;

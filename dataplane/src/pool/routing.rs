@@ -17,7 +17,7 @@ use super::endpoint::Endpoint;
 use super::settings::PoolSettings;
 use crate::balance::Selector;
 use crate::health::machine::RouteClass;
-use crate::retry::LocalAnswer;
+use crate::local_answer::{LocalAnswer, LocalReason};
 
 /// What the request path routes on.
 pub struct Routing {
@@ -119,12 +119,12 @@ impl Routing {
     fn no_endpoint(&self, exclude: &[SocketAddr]) -> NoEndpoint {
         let (reason, message) = if self.total == 0 {
             (
-                "no-endpoints",
+                LocalReason::NoEndpoints,
                 format!("pool {} has no endpoints", self.name),
             )
         } else if !exclude.is_empty() {
             (
-                "endpoints-exhausted",
+                LocalReason::EndpointsExhausted,
                 format!(
                     "pool {}: every eligible endpoint was tried and failed",
                     self.name
@@ -132,7 +132,7 @@ impl Routing {
             )
         } else {
             (
-                "no-healthy-endpoints",
+                LocalReason::NoHealthyEndpoints,
                 format!(
                     "pool {}: none of its {} endpoints is eligible (ejected or draining)",
                     self.name, self.total

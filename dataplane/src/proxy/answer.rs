@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
-use crate::retry::LocalAnswer;
+use crate::local_answer::LocalAnswer;
 use crate::upstream::ProxyBody;
 
 pub use super::headers::REASON_HEADER;
@@ -34,16 +34,7 @@ pub fn error_response(
 /// gets it as a trailers-only gRPC answer (`super::grpc`).
 pub fn local(answer: LocalAnswer, detail: &str, grpc: bool) -> Response<ProxyBody> {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let what = match answer.reason {
-        "upstream-connect-failure" => "could not connect to an endpoint",
-        "upstream-reset" => "the endpoint failed mid-request",
-        "upstream-protocol-error" => "the endpoint did not answer in HTTP",
-        "upstream-timeout" => "the endpoint did not answer in time",
-        "deadline-exceeded" => "the request deadline passed before an endpoint answered",
-        "client-body-error" => "reading the request body failed",
-        "client-body-timeout" => "the request body stopped arriving",
-        _ => "",
-    };
+    let what = answer.reason.sentence();
     let message = match (what, detail) {
         ("", detail) => detail.to_owned(),
         (what, "") => what.to_owned(),
@@ -52,5 +43,5 @@ pub fn local(answer: LocalAnswer, detail: &str, grpc: bool) -> Response<ProxyBod
     if grpc {
         return super::grpc::local_answer(status.as_u16(), answer.reason, &message);
     }
-    error_response(status, answer.reason, &message)
+    error_response(status, answer.reason.as_str(), &message)
 }

@@ -28,6 +28,7 @@ use super::reply::{Kept, Reply};
 use super::request::{Target, grpc_timeout};
 use super::response_body::Answered;
 use super::upgrade::{self, Tunnels};
+use crate::local_answer::LocalReason;
 use crate::outcome::Verdict;
 use crate::pool::Pool;
 use crate::retry::{Answer, Clock, Next, Plan, TryReport, planner};
@@ -172,12 +173,13 @@ async fn answer_request(
         Ok(target) => target,
         Err(message) => {
             let response = if grpc_call {
-                grpc::local_answer(400, "bad-request", &message)
+                grpc::local_answer(400, LocalReason::BadRequest, &message)
             } else {
-                error_response(StatusCode::BAD_REQUEST, "bad-request", &message)
+                let reason = LocalReason::BadRequest.as_str();
+                error_response(StatusCode::BAD_REQUEST, reason, &message)
             };
-            pool.log_local_answer(400, "bad-request", 0, &message);
-            let facts = Facts::local("bad-request", &[]);
+            pool.log_local_answer(400, LocalReason::BadRequest, 0, &message);
+            let facts = Facts::local(LocalReason::BadRequest, &[]);
             return (pool.finish(response, "client_error", received), facts);
         }
     };

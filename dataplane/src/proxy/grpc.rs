@@ -26,6 +26,7 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use super::headers::REASON_HEADER;
 use crate::grpc_status::GRPC_STATUS;
 pub use crate::grpc_status::{Code, code_for, http_equivalent, is_grpc, status};
+use crate::local_answer::LocalReason;
 use crate::upstream::ProxyBody;
 
 const GRPC_MESSAGE: &str = "grpc-message";
@@ -36,7 +37,7 @@ const MESSAGE_ENCODED: &AsciiSet = &CONTROLS.add(b'%');
 
 /// A trailers-only gRPC answer: HTTP 200, `content-type: application/grpc`, `grpc-status` for
 /// `http_status`, `grpc-message` (percent-encoded as the spec asks), the reason header, no body.
-pub fn local_answer(http_status: u16, reason: &'static str, message: &str) -> Response<ProxyBody> {
+pub fn local_answer(http_status: u16, reason: LocalReason, message: &str) -> Response<ProxyBody> {
     let mut response = Response::new(
         Empty::<Bytes>::new()
             .map_err(|never| match never {})
@@ -53,7 +54,7 @@ pub fn local_answer(http_status: u16, reason: &'static str, message: &str) -> Re
     if let Ok(value) = HeaderValue::from_str(&encoded) {
         headers.insert(GRPC_MESSAGE, value);
     }
-    headers.insert(REASON_HEADER, HeaderValue::from_static(reason));
+    headers.insert(REASON_HEADER, HeaderValue::from_static(reason.as_str()));
     response
 }
 

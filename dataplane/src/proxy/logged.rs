@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use super::client_body::Progress;
 use crate::access_log::{AccessLog, End, Entry, path_of};
+use crate::local_answer::LocalReason;
 use crate::upstream::{BoxError, ProxyBody};
 
 /// What the request loop knows of how a request was answered.
@@ -61,9 +62,9 @@ pin_project_lite::pin_project! {
 
 impl Facts {
     /// An answer the sidecar made itself, after `tried`.
-    pub(super) fn local(reason: &'static str, tried: &[SocketAddr]) -> Self {
+    pub(super) fn local(reason: LocalReason, tried: &[SocketAddr]) -> Self {
         Self {
-            reason: Some(reason),
+            reason: Some(reason.as_str()),
             endpoint: tried.last().copied(),
             tries: tried.len(),
             first_byte: None,

@@ -14,6 +14,7 @@ use super::answer;
 use super::client_body::Progress;
 use super::logged::Facts;
 use super::response_body::{Answered, TrackedBody};
+use crate::local_answer::LocalReason;
 use crate::outcome::Verdict;
 use crate::pool::{Endpoint, Pool};
 use crate::retry::{Answer, LocalAnswer};
@@ -87,7 +88,7 @@ impl Reply<'_> {
             None => {
                 let fallback = LocalAnswer {
                     status: 502,
-                    reason: "upstream-reset",
+                    reason: LocalReason::UpstreamReset,
                 };
                 self.local(fallback, detail, tried)
             }

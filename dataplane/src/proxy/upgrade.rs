@@ -24,6 +24,7 @@ use super::headers::{ClientAddr, add_forwarded, strip_hop_by_hop};
 use super::reply::status_label;
 use super::tunnel_idle::Activity;
 use super::websocket_h2;
+use crate::local_answer::LocalReason;
 use crate::outcome::{Outcome, Verdict};
 use crate::pool::Pool;
 use crate::retry::LocalAnswer;
@@ -83,7 +84,13 @@ pub(super) async fn forward(
         match websocket_h2::to_http1(&mut parts, rand::random()) {
             Ok(key) => Some(key),
             Err(refusal) => {
-                return local_answer(&pool, (501, "unsupported-protocol"), &refusal, 0, received);
+                return local_answer(
+                    &pool,
+                    (501, LocalReason::UnsupportedProtocol),
+                    &refusal,
+                    0,
+                    received,
+                );
             }
         }
     } else {
@@ -133,13 +140,13 @@ pub(super) async fn forward(
             Ok(Ok(response)) => (Outcome::Answered(response.status().as_u16()), None),
             Ok(Err(error)) => (
                 Outcome::Reset,
-                Some((502, "upstream-reset", error.to_string())),
+                Some((502, LocalReason::UpstreamReset, error.to_string())),
             ),
             Err(_) => (
                 Outcome::TimedOut,
                 Some((
                     504,
-                    "upstream-timeout",
+                    LocalReason::UpstreamTimeout,
                     format!("no answer within {}", humantime::format_duration(allowance)),
                 )),
             ),
@@ -151,7 +158,7 @@ pub(super) async fn forward(
             (Ok(Ok(response)), _) => response,
             (_, failure) => {
                 let (status, reason, detail) =
-                    failure.unwrap_or((502, "upstream-reset", String::new()));
+                    failure.unwrap_or((502, LocalReason::UpstreamReset, String::new()));
                 return local_answer(&pool, (status, reason), &detail, tried.len(), received);
             }
         };
@@ -175,7 +182,7 @@ pub(super) async fn forward(
                 if let Err(error) = websocket_h2::to_h2_response(&mut head, key) {
                     // Agreed to switch, but not to our handshake: not a tunnel to join.
                     pool.record_verdict(endpoint.addr, Verdict::ConnectionFailure, &error);
-                    let failed = (502, "upstream-protocol-error");
+                    let failed = (502, LocalReason::UpstreamProtocolError);
                     return local_answer(&pool, failed, &error, tried.len(), received);
                 }
             }
@@ -221,9 +228,9 @@ pub(super) async fn forward(
         return pool.finish(Response::from_parts(head, empty), "success", received);
     }
     let none = if tried.is_empty() {
-        (503, "no-healthy-endpoints")
+        (503, LocalReason::NoHealthyEndpoints)
     } else {
-        (502, "upstream-connect-failure")
+        (502, LocalReason::UpstreamConnectFailure)
     };
     local_answer(&pool, none, &detail, tried.len(), received)
 }
@@ -231,7 +238,7 @@ pub(super) async fn forward(
 /// The sidecar's own answer to an upgrade (`status`, `reason`), counted as the request's end.
 fn local_answer(
     pool: &Pool,
-    (status, reason): (u16, &'static str),
+    (status, reason): (u16, LocalReason),
     detail: &str,
     tries: usize,
     received: Instant,

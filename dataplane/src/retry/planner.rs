@@ -28,6 +28,8 @@ use tokio::time::Instant;
 
 use super::backoff;
 use super::{Decision, RequestFacts, RetryBudget, RetryRules};
+pub use crate::local_answer::LocalAnswer;
+use crate::local_answer::LocalReason;
 use crate::outcome::Outcome;
 
 /// Retries on a fresh connection after a pooled one was found dead before writing.
@@ -98,13 +100,6 @@ pub enum Answer {
     Kept,
     /// One the sidecar makes itself.
     Local(LocalAnswer),
-}
-
-/// An answer the sidecar makes: a status and the `x-rollcall-reason` a person can grep for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LocalAnswer {
-    pub status: u16,
-    pub reason: &'static str,
 }
 
 /// Why a try was retried: the `reason` label of `rollcall_retries_total`.
@@ -325,38 +320,24 @@ impl Plan {
 
 const DEADLINE_EXCEEDED: LocalAnswer = LocalAnswer {
     status: 504,
-    reason: "deadline-exceeded",
+    reason: LocalReason::DeadlineExceeded,
 };
 
 /// What the sidecar answers for a try that got no answer of its own.
 pub fn local_for(outcome: Outcome) -> LocalAnswer {
     let (status, reason) = match outcome {
-        Outcome::ConnectFailed => (503, "upstream-connect-failure"),
-        Outcome::ProtocolError => (502, "upstream-protocol-error"),
-        Outcome::TimedOut => (504, "upstream-timeout"),
+        Outcome::ConnectFailed => (503, LocalReason::UpstreamConnectFailure),
+        Outcome::ProtocolError => (502, LocalReason::UpstreamProtocolError),
+        Outcome::TimedOut => (504, LocalReason::UpstreamTimeout),
         Outcome::DeadlineCut => return DEADLINE_EXCEEDED,
-        Outcome::ClientBodyFailed => (400, "client-body-error"),
-        Outcome::ClientBodyStalled => (408, "client-body-timeout"),
+        Outcome::ClientBodyFailed => (400, LocalReason::ClientBodyError),
+        Outcome::ClientBodyStalled => (408, LocalReason::ClientBodyTimeout),
         Outcome::Reset
         | Outcome::ClosedLocally
         | Outcome::DeadPooledConnection
-        | Outcome::Answered(_) => (502, "upstream-reset"),
+        | Outcome::Answered(_) => (502, LocalReason::UpstreamReset),
     };
     LocalAnswer { status, reason }
-}
-
-// === impl LocalAnswer ===
-
-impl LocalAnswer {
-    /// The `outcome` label of `rollcall_requests_total` when this is the answer.
-    pub fn request_label(self) -> &'static str {
-        match self.status {
-            400..=499 => "client_error",
-            504 => "timeout",
-            503 if matches!(self.reason, "no-endpoints" | "no-healthy-endpoints") => "no_endpoint",
-            _ => "gateway_error",
-        }
-    }
 }
 
 // === impl RetryReason ===

@@ -1,6 +1,7 @@
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::{Code, code_for, http_equivalent, is_grpc, local_answer, status};
+use crate::local_answer::LocalReason;
 use crate::outcome::Verdict;
 
 fn with(name: &'static str, value: &str) -> HeaderMap {
@@ -78,17 +79,33 @@ fn unavailable_is_a_gateway_error_and_application_codes_are_the_clients() {
 
 #[test]
 fn the_sidecars_own_answers_map_to_what_a_grpc_client_acts_on() {
-    assert_eq!(code_for(503, "no-healthy-endpoints"), Code::Unavailable);
-    assert_eq!(code_for(502, "upstream-connect-failure"), Code::Unavailable);
-    assert_eq!(code_for(504, "upstream-timeout"), Code::Unavailable);
-    assert_eq!(code_for(504, "deadline-exceeded"), Code::DeadlineExceeded);
-    assert_eq!(code_for(400, "bad-request"), Code::Internal);
-    assert_eq!(code_for(413, "whatever"), Code::Unknown);
+    assert_eq!(
+        code_for(503, LocalReason::NoHealthyEndpoints),
+        Code::Unavailable
+    );
+    assert_eq!(
+        code_for(502, LocalReason::UpstreamConnectFailure),
+        Code::Unavailable
+    );
+    assert_eq!(
+        code_for(504, LocalReason::UpstreamTimeout),
+        Code::Unavailable
+    );
+    assert_eq!(
+        code_for(504, LocalReason::DeadlineExceeded),
+        Code::DeadlineExceeded
+    );
+    assert_eq!(code_for(400, LocalReason::BadRequest), Code::Internal);
+    assert_eq!(code_for(413, LocalReason::ClientBodyError), Code::Unknown);
 }
 
 #[test]
 fn a_local_answer_is_trailers_only_with_an_encoded_message() {
-    let r = local_answer(503, "no-healthy-endpoints", "no endpoint: 100% ejected ✗");
+    let r = local_answer(
+        503,
+        LocalReason::NoHealthyEndpoints,
+        "no endpoint: 100% ejected ✗",
+    );
     assert_eq!(r.status(), StatusCode::OK);
     let h = r.headers();
     assert_eq!(h["content-type"], "application/grpc");

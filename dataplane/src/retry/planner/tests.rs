@@ -16,7 +16,7 @@ fn addr(n: u8) -> SocketAddr {
     SocketAddr::from(([10, 0, 0, n], 80))
 }
 
-fn local(status: u16, reason: &'static str) -> Next {
+fn local(status: u16, reason: LocalReason) -> Next {
     Next::Answer(Answer::Local(LocalAnswer { status, reason }))
 }
 
@@ -126,7 +126,7 @@ fn every_kind_of_ending_leads_where_it_should() {
             name: "nowhere else to go: the failure is the answer, no budget spent",
             outcome: Outcome::ConnectFailed,
             untried_left: false,
-            expect: local(503, "upstream-connect-failure"),
+            expect: local(503, LocalReason::UpstreamConnectFailure),
             ..DEFAULT
         },
         Case {
@@ -172,7 +172,7 @@ fn every_kind_of_ending_leads_where_it_should() {
             name: "a reset POST is not: it may have been processed",
             idempotent: false,
             outcome: Outcome::Reset,
-            expect: local(502, "upstream-reset"),
+            expect: local(502, LocalReason::UpstreamReset),
             ..DEFAULT
         },
         Case {
@@ -188,7 +188,7 @@ fn every_kind_of_ending_leads_where_it_should() {
             per_try: 400 * MS,
             outcome: Outcome::TimedOut,
             took: 400 * MS,
-            expect: local(504, "upstream-timeout"),
+            expect: local(504, LocalReason::UpstreamTimeout),
             ..DEFAULT
         },
         Case {
@@ -209,19 +209,19 @@ fn every_kind_of_ending_leads_where_it_should() {
         Case {
             name: "a deadline that cut the try is the answer",
             outcome: Outcome::DeadlineCut,
-            expect: local(504, "deadline-exceeded"),
+            expect: local(504, LocalReason::DeadlineExceeded),
             ..DEFAULT
         },
         Case {
             name: "a client body that broke is a 400",
             outcome: Outcome::ClientBodyFailed,
-            expect: local(400, "client-body-error"),
+            expect: local(400, LocalReason::ClientBodyError),
             ..DEFAULT
         },
         Case {
             name: "a client body that stalled is a 408",
             outcome: Outcome::ClientBodyStalled,
-            expect: local(408, "client-body-timeout"),
+            expect: local(408, LocalReason::ClientBodyTimeout),
             ..DEFAULT
         },
         Case {
@@ -241,7 +241,7 @@ fn every_kind_of_ending_leads_where_it_should() {
                 Outcome::DeadPooledConnection,
             ],
             outcome: Outcome::DeadPooledConnection,
-            expect: local(502, "upstream-reset"),
+            expect: local(502, LocalReason::UpstreamReset),
             ..DEFAULT
         },
         Case {
@@ -263,7 +263,7 @@ fn every_kind_of_ending_leads_where_it_should() {
             name: "attempts bound every retry",
             before: &[Outcome::ConnectFailed, Outcome::Reset],
             outcome: Outcome::Reset,
-            expect: local(502, "upstream-reset"),
+            expect: local(502, LocalReason::UpstreamReset),
             ..DEFAULT
         },
     ];
@@ -277,7 +277,7 @@ fn no_endpoint_answers_with_what_is_known() {
     let t0 = Instant::now();
     let none = LocalAnswer {
         status: 503,
-        reason: "no-healthy-endpoints",
+        reason: LocalReason::NoHealthyEndpoints,
     };
     let mut clock = Clock::new(t0, None, 12 * SEC, 4 * SEC);
     clock.complete(t0);
@@ -310,7 +310,7 @@ fn no_endpoint_answers_with_what_is_known() {
         plan.no_endpoint(none),
         Answer::Local(LocalAnswer {
             status: 503,
-            reason: "upstream-connect-failure"
+            reason: LocalReason::UpstreamConnectFailure
         }),
         "the retry found nowhere to go: the failure it retried is the answer"
     );
@@ -356,7 +356,7 @@ fn a_deadline_already_passed_stops_before_a_try() {
         plan.may_start(t0 + 100 * MS),
         Err(Answer::Local(LocalAnswer {
             status: 504,
-            reason: "deadline-exceeded"
+            reason: LocalReason::DeadlineExceeded
         }))
     );
 }
