@@ -200,3 +200,58 @@ async fn a_sample_of_zero_writes_nothing() {
         .await;
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_gets_its_line_when_its_tunnel_closes_with_the_bytes_each_way() {
+    let (backend, _tasks) = support::websocket::echo_backend().await;
+    let policy = "{healthCheck: {type: None}, timeouts: {connect: 1s}}";
+    let yaml = format!(
+        "pools:\n- name: chat\n  listen: {}\n  endpoints: [{{address: \"{backend}\"}}]\n  policy: {policy}\n",
+        free_port()
+    );
+    let (h, _dir, path) = logging(&yaml, 1.0).await;
+    let chat = h.listen("chat").await;
+
+    let (mut tunnel, head) = support::websocket::handshake(chat, "/socket?room=secret").await;
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let sent = b"twelve bytes";
+    assert_eq!(support::websocket::echo(&mut tunnel, sent).await, sent);
+    assert_eq!(
+        support::websocket::echo(&mut tunnel, b"and 9 more").await,
+        b"and 9 more"
+    );
+    // No line while the tunnel is open: its bytes are not known yet.
+    let raw = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(raw.is_empty(), "a line before the tunnel closed: {raw}");
+    drop(tunnel);
+
+    let lines = lines(&path, 1).await;
+    let line = the(&lines, "chat", "/socket");
+    assert_eq!(line["method"], "GET");
+    assert_eq!(line["status"], 101);
+    assert_eq!(line["end"], "tunnel");
+    assert_eq!(line["endpoint"], backend.to_string());
+    assert_eq!(line["tries"], 1);
+    assert_eq!(line["request_bytes"], 22, "{line}");
+    assert_eq!(line["response_bytes"], 22, "{line}");
+    assert!(line["first_byte_ms"].as_f64().is_some(), "{line}");
+    assert!(!std::fs::read_to_string(&path).unwrap().contains("secret"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_the_sidecar_answers_itself_gets_its_line_with_the_reason() {
+    let nobody = free_port();
+    let policy = "{healthCheck: {type: None}, timeouts: {connect: 1s}}";
+    let yaml = format!(
+        "pools:\n- name: chat\n  listen: {}\n  endpoints: [{{address: \"{nobody}\"}}]\n  policy: {policy}\n",
+        free_port()
+    );
+    let (h, _dir, path) = logging(&yaml, 1.0).await;
+    let (_stream, head) = support::websocket::handshake(h.listen("chat").await, "/socket").await;
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    let lines = lines(&path, 1).await;
+    let line = the(&lines, "chat", "/socket");
+    assert_eq!(line["status"], 502);
+    assert_eq!(line["reason"], "upstream-connect-failure");
+    assert_eq!(line["end"], "complete");
+}

@@ -51,6 +51,9 @@ pub enum End {
     ResponseError,
     /// The client left before the end (or before any answer).
     ClientGone,
+    /// An upgraded connection (a WebSocket) that ran as a tunnel until a side closed it; the
+    /// bytes are what went each way through it.
+    Tunnel,
 }
 
 /// The JSON object of one line.
@@ -79,6 +82,7 @@ impl End {
             Self::Complete => "complete",
             Self::ResponseError => "response-error",
             Self::ClientGone => "client-gone",
+            Self::Tunnel => "tunnel",
         }
     }
 }

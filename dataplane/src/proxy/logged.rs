@@ -135,6 +135,27 @@ impl Arrival {
         Response::from_parts(parts, body.boxed_unsync())
     }
 
+    /// An upgraded connection's line, once its tunnel has closed: status 101, the endpoint, the
+    /// tries behind it, and the bytes that went each way through the tunnel.
+    pub(super) fn tunnel_closed(
+        mut self: Box<Self>,
+        endpoint: SocketAddr,
+        tries: usize,
+        answered_at: Instant,
+        (to_endpoint, to_client): (u64, u64),
+    ) {
+        let entry = &mut self.entry;
+        entry.status = 101;
+        entry.endpoint = Some(endpoint);
+        entry.tries = u32::try_from(tries).unwrap_or(u32::MAX);
+        entry.first_byte = Some(answered_at.saturating_duration_since(self.received));
+        entry.response_bytes = to_client;
+        entry.end = End::Tunnel;
+        entry.duration = self.received.elapsed();
+        entry.request_bytes = to_endpoint;
+        self.log.write(self.entry);
+    }
+
     /// The line, ended as `end`, to the log.
     pub(super) fn write(mut self: Box<Self>, end: End) {
         self.entry.end = end;

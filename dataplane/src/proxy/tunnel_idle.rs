@@ -57,14 +57,24 @@ impl Activity {
         Tracked {
             io,
             activity: self.clone(),
+            read: 0,
         }
     }
 }
 
-/// One side of a tunnel that reports its traffic to the tunnel's [`Activity`].
+/// One side of a tunnel that reports its traffic to the tunnel's [`Activity`], and counts the
+/// bytes read from it (what that side sent through the tunnel, for the access log).
 pub struct Tracked<T> {
     io: T,
     activity: Activity,
+    read: u64,
+}
+
+impl<T> Tracked<T> {
+    /// Bytes read from this side so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.read
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Tracked<T> {
@@ -75,7 +85,9 @@ impl<T: AsyncRead + Unpin> AsyncRead for Tracked<T> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+        let got = buf.filled().len().saturating_sub(before);
+        if matches!(polled, Poll::Ready(Ok(()))) && got > 0 {
+            self.read += got as u64;
             self.activity.touch();
         }
         polled
@@ -126,6 +138,7 @@ mod tests {
         // Bytes read count too.
         server.write_all(b"y").await.unwrap();
         side.read_exact(&mut one).await.unwrap();
+        assert_eq!(side.bytes_read(), 1, "bytes read from the side are counted");
         let read = Instant::now();
         activity.idle_for(limit).await;
         assert!(read.elapsed() >= limit);

@@ -8,6 +8,7 @@
 //! declines (any status but 101) is answered as usual. A WebSocket over HTTP/2 (an extended
 //! CONNECT) takes the same path, translated to and from HTTP/1.1 by `super::websocket_h2`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::header::{self, HeaderValue};
@@ -20,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::answer;
+use super::client_body::Progress;
 use super::headers::{ClientAddr, add_forwarded, strip_hop_by_hop};
+use super::logged::{Arrival, Facts};
 use super::reply::status_label;
 use super::tunnel_idle::Activity;
 use super::websocket_h2;
@@ -79,6 +82,16 @@ pub(super) async fn forward(
     let over_h2 = websocket_h2::is_extended_connect(&req);
     let client_side = hyper::upgrade::on(&mut req);
     let (mut parts, body) = req.into_parts();
+    let host = parts.headers.get(header::HOST).cloned();
+    // A sampled upgrade's access log line: at its own answer, or when its tunnel closes.
+    let logged = match &pool.tuning().access_log {
+        Some(log) => {
+            // A tunnel's bytes are counted by the tunnel, not as a request body.
+            let progress = Arc::new(Progress::default());
+            Arrival::sampled(log, pool.name(), &parts, host.as_ref(), received, &progress)
+        }
+        None => None,
+    };
     // The key the endpoint's handshake must answer, for a WebSocket that came over HTTP/2.
     let h2_key = if over_h2 {
         match websocket_h2::to_http1(&mut parts, rand::random()) {
@@ -88,15 +101,15 @@ pub(super) async fn forward(
                     &pool,
                     (501, LocalReason::UnsupportedProtocol),
                     &refusal,
-                    0,
+                    &[],
                     received,
+                    logged,
                 );
             }
         }
     } else {
         None
     };
-    let host = parts.headers.get(header::HOST).cloned();
     strip_all_but_upgrade(&mut parts.headers);
     add_forwarded(&mut parts.headers, client, host.as_ref());
     let mut unsent = Some(Request::from_parts(
@@ -159,7 +172,7 @@ pub(super) async fn forward(
             (_, failure) => {
                 let (status, reason, detail) =
                     failure.unwrap_or((502, LocalReason::UpstreamReset, String::new()));
-                return local_answer(&pool, (status, reason), &detail, tried.len(), received);
+                return local_answer(&pool, (status, reason), &detail, &tried, received, logged);
             }
         };
         if response.status() != StatusCode::SWITCHING_PROTOCOLS {
@@ -169,12 +182,26 @@ pub(super) async fn forward(
             guard.finish(Verdict::from_status(status), ended - now, ended);
             let (parts, body) = response.into_parts();
             let body = body.map_err(Into::into).boxed_unsync();
-            return pool.finish(
+            let response = pool.finish(
                 Response::from_parts(parts, body),
                 status_label(status),
                 received,
             );
+            return match logged {
+                Some(arrival) => {
+                    let facts = Facts {
+                        reason: None,
+                        endpoint: Some(endpoint.addr),
+                        tries: tried.len(),
+                        first_byte: Some(ended),
+                    };
+                    arrival.answered(response, facts)
+                }
+                None => response,
+            };
         }
+        let answered_at = Instant::now();
+        let tries = tried.len();
         let endpoint_side = hyper::upgrade::on(&mut response);
         let (mut head, _) = response.into_parts();
         match &h2_key {
@@ -183,7 +210,7 @@ pub(super) async fn forward(
                     // Agreed to switch, but not to our handshake: not a tunnel to join.
                     pool.record_verdict(endpoint.addr, Verdict::ConnectionFailure, &error);
                     let failed = (502, LocalReason::UpstreamProtocolError);
-                    return local_answer(&pool, failed, &error, tried.len(), received);
+                    return local_answer(&pool, failed, &error, &tried, received, logged);
                 }
             }
             None => strip_all_but_upgrade(&mut head.headers),
@@ -197,6 +224,9 @@ pub(super) async fn forward(
                 Ok(both) => both,
                 Err(error) => {
                     tracing::debug!(pool = %pool_name, endpoint = %addr, %error, "upgrade did not complete");
+                    if let Some(arrival) = logged {
+                        arrival.tunnel_closed(addr, tries, answered_at, (0, 0));
+                    }
                     return;
                 }
             };
@@ -221,6 +251,10 @@ pub(super) async fn forward(
             }
             // The tunnel was one long request to its endpoint.
             drop(guard);
+            if let Some(arrival) = logged {
+                let bytes = (client_io.bytes_read(), endpoint_io.bytes_read());
+                arrival.tunnel_closed(addr, tries, answered_at, bytes);
+            }
         });
         let empty = http_body_util::Empty::new()
             .map_err(|never| match never {})
@@ -232,22 +266,28 @@ pub(super) async fn forward(
     } else {
         (502, LocalReason::UpstreamConnectFailure)
     };
-    local_answer(&pool, none, &detail, tried.len(), received)
+    local_answer(&pool, none, &detail, &tried, received, logged)
 }
 
-/// The sidecar's own answer to an upgrade (`status`, `reason`), counted as the request's end.
+/// The sidecar's own answer to an upgrade (`status`, `reason`) after `tried`, counted as the
+/// request's end and given its access log line when sampled.
 fn local_answer(
     pool: &Pool,
     (status, reason): (u16, LocalReason),
     detail: &str,
-    tries: usize,
+    tried: &[SocketAddr],
     received: Instant,
+    logged: Option<Box<Arrival>>,
 ) -> Response<ProxyBody> {
     let local = LocalAnswer { status, reason };
-    pool.log_local_answer(status, reason, tries, detail);
-    pool.finish(
+    pool.log_local_answer(status, reason, tried.len(), detail);
+    let response = pool.finish(
         answer::local(local, detail, false),
         local.request_label(),
         received,
-    )
+    );
+    match logged {
+        Some(arrival) => arrival.answered(response, Facts::local(reason, tried)),
+        None => response,
+    }
 }

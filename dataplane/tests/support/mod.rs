@@ -8,6 +8,7 @@ pub mod backends;
 pub mod load;
 pub mod raw;
 pub mod relay;
+pub mod websocket;
 
 use std::net::SocketAddr;
 use std::time::Duration;
