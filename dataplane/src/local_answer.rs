@@ -1,7 +1,12 @@
 //! The answers the sidecar makes itself: why ([`LocalReason`]) and with what status
 //! ([`LocalAnswer`]). One enum, from which the `x-rollcall-reason` header, the answer's sentence,
 //! the `outcome` label of `rollcall_requests_total` and (in `grpc_status`) the gRPC code derive,
-//! so a new reason cannot be half added. Below `pool`, `retry` and `proxy`, which all name them.
+//! so a new reason cannot be half added; and the rate limit on their log line (`log`). Below
+//! `pool`, `retry` and `proxy`, which all name them.
+
+mod log;
+
+pub use log::LocalAnswerLog;
 
 /// Why the sidecar answered a request itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -20,10 +20,9 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::config::EndpointConfig;
-use crate::local_answer::LocalReason;
+use crate::local_answer::{LocalAnswerLog, LocalReason};
 use crate::metrics::{Metrics, REQUEST_OUTCOMES, RETRY_REASONS};
 use crate::outcome::{Outcome, Verdict};
-use crate::proxy::local_log::LocalAnswerLog;
 use crate::retry::{RetryBudget, RetryReason};
 
 mod core;
@@ -132,12 +131,11 @@ impl Pool {
     /// Log an answer the sidecar made itself: one `info` line per reason per second, saying
     /// how many answers for the same reason went unlogged since the last one.
     pub fn log_local_answer(&self, status: u16, reason: LocalReason, tries: usize, detail: &str) {
-        let reason = reason.as_str();
         if let Some(suppressed) = self.local_answers.admit(reason, Instant::now()) {
             tracing::info!(
                 pool = &*self.name,
                 status,
-                reason,
+                reason = reason.as_str(),
                 tries,
                 detail,
                 suppressed,

@@ -2,7 +2,8 @@
 //! the attempt planner (`forward`), one try on one endpoint (`attempt`), the client's request
 //! body (`client_body`), the answer a request gets (`reply`), the endpoint's response body
 //! (`response_body`), the upstream request's form (`request`), header rules (`headers`), the
-//! answers the sidecar makes itself (`answer`) and their log line (`local_log`), a sampled
+//! answers the sidecar makes itself (`answer`; their reasons and log line are
+//! `crate::local_answer`), a sampled
 //! request's access log line (`logged`), how a gRPC call's outcome is read and answered
 //! (`grpc`) and protocol upgrades turned into tunnels (`upgrade`; WebSockets over HTTP/2
 //! translated by `websocket_h2`). Connections to the endpoints live below, in
@@ -14,7 +15,6 @@ mod client_body;
 pub mod forward;
 pub(crate) mod grpc;
 pub mod headers;
-pub(crate) mod local_log;
 mod logged;
 mod reply;
 mod request;
