@@ -9,6 +9,7 @@ mod config;
 mod load;
 mod proxy;
 mod report;
+mod run;
 mod scenario;
 
 use std::path::PathBuf;
@@ -146,7 +147,7 @@ async fn main() -> anyhow::Result<()> {
                 break;
             }
             eprintln!("{}: {} ...", s.name(), kind.name());
-            let cell = match scenario::run(*s, kind, &setup, &backends, plan, &stop).await {
+            let cell = match run::run(*s, kind, &setup, &backends, plan, &stop).await {
                 Ok(outcome) => Ok(report::row(*s, &outcome)),
                 Err(e) => {
                     eprintln!("SKIPPED {} in {}: {e:#}", kind.name(), s.name());
