@@ -255,3 +255,27 @@ async fn an_upgrade_the_sidecar_answers_itself_gets_its_line_with_the_reason() {
     assert_eq!(line["reason"], "upstream-connect-failure");
     assert_eq!(line["end"], "complete");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_retries_a_connect_failure_only_as_the_pools_retry_on_says() {
+    for (retry_on, tries) in [("[connect-failure]", 2), ("[reset]", 1)] {
+        // Two endpoints that refuse connections: nothing is ever sent, so only the rules and
+        // the budget decide whether the second is tried.
+        let (a, b) = (free_port(), free_port());
+        let policy = format!(
+            "{{healthCheck: {{type: None}}, timeouts: {{connect: 1s}}, retries: {{attempts: 2, retryOn: {retry_on}}}}}"
+        );
+        let yaml = format!(
+            "pools:\n- name: chat\n  listen: {}\n  endpoints: [{{address: \"{a}\"}}, {{address: \"{b}\"}}]\n  policy: {policy}\n",
+            free_port()
+        );
+        let (h, _dir, path) = logging(&yaml, 1.0).await;
+        let (_stream, head) =
+            support::websocket::handshake(h.listen("chat").await, "/socket").await;
+        assert!(head.starts_with("HTTP/1.1 502"), "{retry_on}: {head}");
+        let lines = lines(&path, 1).await;
+        let line = the(&lines, "chat", "/socket");
+        assert_eq!(line["tries"], tries, "retryOn {retry_on}: {line}");
+        assert_eq!(line["reason"], "upstream-connect-failure");
+    }
+}

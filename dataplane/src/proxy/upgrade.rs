@@ -5,7 +5,8 @@
 //! long as it is open, it is counted once in the request metrics, and at shutdown it gets the
 //! listener's grace period, then is closed (`Tunnels`). A connect failure is tried on another
 //! endpoint (nothing was sent); once sent, an upgrade is never retried. An endpoint that
-//! declines (any status but 101) is answered as usual. A WebSocket over HTTP/2 (an extended
+//! declines (any status but 101) is answered as usual. The retry of a connect failure follows
+//! the pool's rules and budget like any request's (`retryOn: connect-failure`, `attempts`). A WebSocket over HTTP/2 (an extended
 //! CONNECT) takes the same path, translated to and from HTTP/1.1 by `super::websocket_h2`.
 
 use std::net::SocketAddr;
@@ -30,7 +31,7 @@ use super::websocket_h2;
 use crate::local_answer::LocalReason;
 use crate::outcome::{Outcome, Verdict};
 use crate::pool::Pool;
-use crate::retry::LocalAnswer;
+use crate::retry::{Decision, LocalAnswer, RequestFacts, RetryReason, RetryRules};
 use crate::upstream::ProxyBody;
 
 /// Where tunnels run: tracked with the listener's connections, so a stop waits for them within
@@ -78,6 +79,8 @@ pub(super) async fn forward(
     tunnels: Tunnels,
 ) -> Response<ProxyBody> {
     let received = Instant::now();
+    // An upgrade is a request for the retry budget's ratio, as any other.
+    pool.budget().record_request(received);
     let settings = pool.settings();
     let over_h2 = websocket_h2::is_extended_connect(&req);
     let client_side = hyper::upgrade::on(&mut req);
@@ -140,7 +143,12 @@ pub(super) async fn forward(
             Err(error) => {
                 detail = error.to_string();
                 pool.record_attempt(&endpoint, Outcome::ConnectFailed, &detail);
-                continue;
+                // Nothing was sent: another endpoint may be tried, by the pool's rules
+                // (`retryOn`, attempts) and within its retry budget, as any request's retry.
+                if may_retry_connect_failure(&pool, &settings.retry, tried.len()) {
+                    continue;
+                }
+                break;
             }
         };
         let Some(request) = unsent.take() else { break };
@@ -267,6 +275,25 @@ pub(super) async fn forward(
         (502, LocalReason::UpstreamConnectFailure)
     };
     local_answer(&pool, none, &detail, &tried, received, logged)
+}
+
+/// Whether an upgrade whose `tries`-th try could not connect may try another endpoint: the
+/// pool's retry rules say so for a connect failure, and its retry budget has one to spend
+/// (counted in `rollcall_retries_total` when it does).
+fn may_retry_connect_failure(pool: &Pool, rules: &RetryRules, tries: usize) -> bool {
+    let facts = RequestFacts {
+        // An upgrade is a GET, and nothing of it reached the endpoint.
+        idempotent: true,
+        body_replayable: true,
+        tries: u32::try_from(tries).unwrap_or(u32::MAX),
+    };
+    if rules.decide(Outcome::ConnectFailed, facts) != Decision::Retry
+        || !pool.budget().try_retry(Instant::now())
+    {
+        return false;
+    }
+    pool.count_retry(RetryReason::ConnectFailure);
+    true
 }
 
 /// The sidecar's own answer to an upgrade (`status`, `reason`) after `tried`, counted as the
