@@ -89,8 +89,9 @@ impl AccessLog {
         Self::open_checking(config, dropped, REOPEN_CHECK)
     }
 
-    /// [`AccessLog::open`], with a file's path checked for rotation every `recheck`.
-    pub fn open_checking(
+    /// [`AccessLog::open`], with a file's path checked for rotation every `recheck` (tests
+    /// check at every write).
+    fn open_checking(
         config: &AccessLogConfig,
         dropped: &prometheus::IntCounterVec,
         recheck: Duration,

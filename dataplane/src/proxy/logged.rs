@@ -149,18 +149,20 @@ impl Arrival {
         entry.endpoint = Some(endpoint);
         entry.tries = u32::try_from(tries).unwrap_or(u32::MAX);
         entry.first_byte = Some(answered_at.saturating_duration_since(self.received));
-        entry.response_bytes = to_client;
-        entry.end = End::Tunnel;
-        entry.duration = self.received.elapsed();
         entry.request_bytes = to_endpoint;
-        self.log.write(self.entry);
+        entry.response_bytes = to_client;
+        self.finish(End::Tunnel);
     }
 
     /// The line, ended as `end`, to the log.
     pub(super) fn write(mut self: Box<Self>, end: End) {
+        self.entry.request_bytes = self.client.received_bytes();
+        self.finish(end);
+    }
+
+    fn finish(mut self: Box<Self>, end: End) {
         self.entry.end = end;
         self.entry.duration = self.received.elapsed();
-        self.entry.request_bytes = self.client.received_bytes();
         self.log.write(self.entry);
     }
 }
