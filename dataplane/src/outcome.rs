@@ -37,6 +37,9 @@ pub enum Outcome {
     ClientBodyStalled,
     /// We closed the connection (drain deadline, shutdown); the request may have been processed.
     ClosedLocally,
+    /// The client went away before the try ended (hyper dropped its request, or the answer's
+    /// body before it ended), and what the endpoint would have said is unknown.
+    ClientLeft,
 }
 
 /// What an outcome says about the endpoint.
@@ -72,7 +75,8 @@ impl Outcome {
             | Self::DeadlineCut
             | Self::ClientBodyFailed
             | Self::ClientBodyStalled
-            | Self::ClosedLocally => Verdict::NotTheEndpoint,
+            | Self::ClosedLocally
+            | Self::ClientLeft => Verdict::NotTheEndpoint,
         }
     }
 
@@ -90,7 +94,8 @@ impl Outcome {
             | Self::DeadlineCut
             | Self::ClientBodyFailed
             | Self::ClientBodyStalled
-            | Self::ClosedLocally => None,
+            | Self::ClosedLocally
+            | Self::ClientLeft => None,
         }
     }
 
@@ -110,7 +115,8 @@ impl Outcome {
             | Self::DeadlineCut
             | Self::ClientBodyFailed
             | Self::ClientBodyStalled
-            | Self::ClosedLocally => "cancelled",
+            | Self::ClosedLocally
+            | Self::ClientLeft => "cancelled",
         }
     }
 
@@ -136,6 +142,7 @@ impl fmt::Display for Outcome {
             Self::ClientBodyFailed => f.write_str("client body failed"),
             Self::ClientBodyStalled => f.write_str("client body stalled"),
             Self::ClosedLocally => f.write_str("closed by the sidecar"),
+            Self::ClientLeft => f.write_str("the client left"),
         }
     }
 }
@@ -182,6 +189,7 @@ mod tests {
             (Outcome::ClientBodyFailed, Verdict::NotTheEndpoint),
             (Outcome::ClientBodyStalled, Verdict::NotTheEndpoint),
             (Outcome::ClosedLocally, Verdict::NotTheEndpoint),
+            (Outcome::ClientLeft, Verdict::NotTheEndpoint),
         ];
         for (outcome, verdict) in cases {
             assert_eq!(outcome.verdict(), verdict, "{outcome}");

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use crate::config::EndpointConfig;
 use crate::local_answer::{LocalAnswerLog, LocalReason};
 use crate::metrics::{Metrics, REQUEST_OUTCOMES, RETRY_REASONS};
-use crate::outcome::{Outcome, Verdict};
+use crate::outcome::Verdict;
 use crate::retry::{RetryBudget, RetryReason};
 
 mod core;
@@ -182,14 +182,7 @@ impl Pool {
         let _ = self.owner.send(Message::LocalZone { zone });
     }
 
-    /// Record one try against its endpoint: the attempt metric now, and the verdict for the
-    /// health machine (nothing when the try says nothing about the endpoint).
-    pub fn record_attempt(&self, endpoint: &Endpoint, outcome: Outcome, detail: &str) {
-        endpoint.count_attempt(outcome);
-        self.record_verdict(endpoint.addr, outcome.verdict(), detail);
-    }
-
-    /// Evidence about an endpoint that is not a try of its own (a response body that broke off).
+    /// A try's verdict for the health machine (`proxy::try_record` settles each try with one).
     pub fn record_verdict(&self, addr: std::net::SocketAddr, verdict: Verdict, detail: &str) {
         if verdict == Verdict::NotTheEndpoint {
             return;

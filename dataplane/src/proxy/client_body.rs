@@ -207,7 +207,7 @@ impl Progress {
         }
     }
 
-    fn failed(&self, stalled: bool) {
+    pub(super) fn failed(&self, stalled: bool) {
         let _ = self.fault.compare_exchange(
             0,
             if stalled { 2 } else { 1 },

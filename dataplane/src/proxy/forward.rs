@@ -1,9 +1,10 @@
 //! One request's journey, as a thin driver over the attempt planner (`retry::Plan`): prepare
 //! the request once, then pick an endpoint from the current routing snapshot, make a try
 //! (`attempt`), record it against its endpoint, and do what the planner says: retry after its
-//! back-off, or answer. Every try is recorded, even when a retry then succeeds. An endpoint's
-//! in-flight count is held by a guard that travels with its response body, so it is released on
-//! every path: success, failure, timeout, and the client going away (the future is dropped).
+//! back-off, or answer. Every try has one record (`super::try_record`) that holds its endpoint's
+//! in-flight count and settles the try once: here when it is retried or answered without its
+//! answer, with its response body when that answer goes to the client, and by itself when the
+//! client goes away (the future or the body is dropped).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use super::logged::{Arrival, Facts};
 use super::reply::{Kept, Reply};
 use super::request::{Target, grpc_timeout};
 use super::response_body::Answered;
+use super::try_record::TryRecord;
 use super::upgrade::{self, Tunnels};
 use crate::local_answer::LocalReason;
 use crate::outcome::Verdict;
@@ -243,17 +245,12 @@ async fn answer_request(
                 return reply.respond(answer, None, kept, &detail, plan.tried());
             }
         };
-        let mut guard = endpoint.load.start_try(now);
+        let mut record = TryRecord::start(pool, Arc::clone(&endpoint), now);
         let result =
             attempt::run(&endpoint, &outgoing, &mut body, &progress, &mut plan.clock).await;
-        guard.answered(result.outcome.heard_from(), result.ended);
         // A gRPC answer whose grpc-status comes in the trailers is judged when they arrive.
         let judged_later = grpc_call && result.grpc_status_in_trailers();
-        if judged_later {
-            endpoint.count_attempt(result.outcome);
-        } else {
-            pool.record_attempt(&endpoint, result.outcome, &result.detail);
-        }
+        record.answered(result.outcome, result.ended, judged_later);
         let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr);
         let next = plan.after_try(
             TryReport {
@@ -290,12 +287,9 @@ async fn answer_request(
             outcome,
             detail: try_detail,
             answer,
-            started,
             ended,
+            ..
         } = result;
-        if !try_detail.is_empty() {
-            detail = try_detail;
-        }
         match next {
             Next::Retry {
                 after,
@@ -303,40 +297,54 @@ async fn answer_request(
                 keep_answer,
             } => {
                 pool.count_retry(reason);
-                // The answer (if any) is not passed on: count it in the balancer now.
-                guard.finish(outcome.verdict(), ended - started, ended);
+                // The answer (if any) is not passed on: the try ends here.
+                record.finish(outcome, &try_detail, ended);
                 if keep_answer && let Some((response, release)) = answer {
                     kept = Some(Kept {
                         response,
                         release,
                         endpoint: Arc::clone(&endpoint),
-                        started,
                         answered_at: ended,
                     });
                 }
+                note_detail(&mut detail, try_detail);
                 if !after.is_zero() {
                     tokio::time::sleep(after).await;
                 }
             }
             Next::Answer(Answer::ThisTry) => {
-                let this = answer.map(|(response, release)| {
-                    let answered = Answered {
-                        response,
-                        release,
-                        guard: Some(guard),
-                        endpoint,
-                        started,
-                        client: Arc::clone(&progress),
-                        grpc_trailers: judged_later,
-                    };
-                    (answered, ended)
-                });
+                let this = match answer {
+                    // The try ends with its answer's body.
+                    Some((response, release)) => Some((
+                        Answered {
+                            response,
+                            release,
+                            endpoint,
+                            record: Some(record),
+                            client: Arc::clone(&progress),
+                        },
+                        ended,
+                    )),
+                    None => {
+                        record.finish(outcome, &try_detail, ended);
+                        None
+                    }
+                };
+                note_detail(&mut detail, try_detail);
                 return reply.respond(Answer::ThisTry, this, kept, &detail, plan.tried());
             }
             Next::Answer(other) => {
-                guard.finish(outcome.verdict(), ended - started, ended);
+                record.finish(outcome, &try_detail, ended);
+                note_detail(&mut detail, try_detail);
                 return reply.respond(other, None, kept, &detail, plan.tried());
             }
         }
+    }
+}
+
+/// The request's detail for a local answer is the last try's that said something.
+fn note_detail(detail: &mut String, try_detail: String) {
+    if !try_detail.is_empty() {
+        *detail = try_detail;
     }
 }

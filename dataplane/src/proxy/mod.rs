@@ -1,5 +1,6 @@
 //! The data path: the per-pool listener (`server`), one request's journey as a thin driver over
-//! the attempt planner (`forward`), one try on one endpoint (`attempt`), the client's request
+//! the attempt planner (`forward`), one try on one endpoint (`attempt`) and its record, which
+//! settles its in-flight count, metric and verdict once (`try_record`), the client's request
 //! body (`client_body`), the answer a request gets (`reply`), the endpoint's response body
 //! (`response_body`), the upstream request's form (`request`), header rules (`headers`), the
 //! answers the sidecar makes itself (`answer`; their reasons and log line are
@@ -20,6 +21,7 @@ mod reply;
 mod request;
 mod response_body;
 pub mod server;
+mod try_record;
 mod tunnel_idle;
 pub mod upgrade;
 mod websocket_h2;

@@ -25,7 +25,6 @@ pub(super) struct Kept {
     pub response: Response<Incoming>,
     pub release: Release,
     pub endpoint: Arc<Endpoint>,
-    pub started: Instant,
     /// When its headers arrived.
     pub answered_at: Instant,
 }
@@ -58,11 +57,9 @@ impl Reply<'_> {
                 let answered = Answered {
                     response: k.response,
                     release: k.release,
-                    guard: None,
+                    record: None,
                     endpoint: k.endpoint,
-                    started: k.started,
                     client: Arc::clone(self.client),
-                    grpc_trailers: false,
                 };
                 (answered, k.answered_at)
             }),
@@ -78,7 +75,7 @@ impl Reply<'_> {
                 };
                 let label = status_label(answered.response.status().as_u16());
                 let response = pool.finish(
-                    TrackedBody::wrap(answered, Arc::clone(pool)),
+                    TrackedBody::wrap(answered, pool.tuning().response_body_idle),
                     label,
                     self.received,
                 );

@@ -1,11 +1,10 @@
 //! Response bodies on their way back to the application. `TrackedBody` streams an endpoint's
-//! body frame by frame and, when it ends, gives the connection back to the endpoint and releases
-//! the in-flight count; if it breaks off, or sends nothing for the response-body idle timeout
-//! while we wait on it, the stream is cut and the failure is recorded against the endpoint (it
-//! is the endpoint's body), unless the client's own request body broke first (an endpoint that
-//! echoes a stream stops when its input does: the client's fault); if it is dropped early (the client left), the connection is closed
-//! rather than reused and the count is still released. A gRPC answer whose `grpc-status` comes in
-//! the trailers is judged here, when they arrive (`super::grpc`).
+//! body frame by frame; when it ends, the connection goes back to the endpoint and the try's
+//! record (`super::try_record`) is finished, judged by the `grpc-status` trailer for a gRPC
+//! answer that carries its status there. If the body breaks off, or sends nothing for the
+//! response-body idle timeout while we wait on it, the stream is cut, the connection closed, and
+//! the record finished as a broken try. If it is dropped early (the client left), the connection
+//! is closed rather than reused and the record, dropped with it, settles itself.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,16 +21,15 @@ use tokio::time::{Instant, Sleep};
 use super::client_body::Progress;
 use super::grpc;
 use super::headers::strip_hop_by_hop;
-use crate::balance::InFlight;
-use crate::outcome::Verdict;
-use crate::pool::{Endpoint, Pool};
+use super::try_record::TryRecord;
+use crate::pool::Endpoint;
 use crate::upstream::{BoxError, ProxyBody, Release};
 
 pin_project_lite::pin_project! {
     /// An endpoint's response body, tracked until it ends.
-    pub(super) struct TrackedBody {
+    pub(super) struct TrackedBody<B = Incoming> {
         #[pin]
-        inner: Incoming,
+        inner: B,
         idle: Duration,
         // Armed while we wait on the endpoint, from the first `Pending`.
         waiting: Option<Pin<Box<Sleep>>>,
@@ -41,55 +39,52 @@ pin_project_lite::pin_project! {
 
 /// What is settled when the body ends.
 struct Done {
-    /// The balancer's in-flight count; `None` for a kept answer, already settled.
-    guard: Option<InFlight>,
-    /// How the balancer should count this answer once it has been read.
-    verdict: Verdict,
+    /// The try's record; `None` for a kept answer, whose try was settled when it was retried.
+    record: Option<TryRecord>,
     release: Release,
-    pool: Arc<Pool>,
     endpoint: Arc<Endpoint>,
-    started: Instant,
     client: Arc<Progress>,
-    /// The answer's verdict waits for its `grpc-status` trailer (and is recorded against the
-    /// endpoint here, not at the headers).
+    /// The answer waits for its `grpc-status` trailer.
     grpc_trailers: bool,
     /// The `grpc-status` trailer, once seen.
     grpc_status: Option<grpc::Code>,
 }
 
 /// What the endpoint's response needs to be tracked.
-pub(super) struct Answered {
-    pub response: Response<Incoming>,
+pub(super) struct Answered<B = Incoming> {
+    pub response: Response<B>,
     pub release: Release,
-    pub guard: Option<InFlight>,
+    /// The try's record, finished when the body ends; `None` for a kept answer.
+    pub record: Option<TryRecord>,
     pub endpoint: Arc<Endpoint>,
-    pub started: Instant,
     /// The client's request body, to tell whose fault a broken response is.
     pub client: Arc<Progress>,
-    /// A gRPC answer whose outcome is in the trailers still to come.
-    pub grpc_trailers: bool,
 }
 
-impl TrackedBody {
-    /// Wrap an endpoint's response so its end releases the connection and the in-flight count.
-    pub(super) fn wrap(answered: Answered, pool: Arc<Pool>) -> Response<ProxyBody> {
-        let verdict = Verdict::from_status(answered.response.status().as_u16());
-        let idle = pool.tuning().response_body_idle;
+impl<B> TrackedBody<B>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + std::fmt::Display,
+{
+    /// Wrap an endpoint's response so its end releases the connection and finishes the try;
+    /// the body may send nothing for `idle` at most while we wait on it (zero: no limit).
+    pub(super) fn wrap(answered: Answered<B>, idle: Duration) -> Response<ProxyBody> {
         let (mut parts, inner) = answered.response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        let grpc_trailers = answered
+            .record
+            .as_ref()
+            .is_some_and(TryRecord::status_in_trailers);
         let mut body = TrackedBody {
             inner,
             idle,
             waiting: None,
             done: Some(Done {
-                guard: answered.guard,
-                verdict,
+                record: answered.record,
                 release: answered.release,
-                pool,
                 endpoint: answered.endpoint,
-                started: answered.started,
                 client: answered.client,
-                grpc_trailers: answered.grpc_trailers,
+                grpc_trailers,
                 grpc_status: None,
             }),
         };
@@ -104,54 +99,35 @@ impl TrackedBody {
 
 impl Done {
     /// A frame went by: the trailers of a gRPC answer say how the call went.
-    fn saw(&mut self, frame: &Frame<Bytes>) {
+    fn saw<D>(&mut self, frame: &Frame<D>) {
         if self.grpc_trailers
             && let Some(code) = frame.trailers_ref().and_then(grpc::status)
         {
             self.grpc_status = Some(code);
-            self.verdict = Verdict::from_status(grpc::http_equivalent(code));
         }
     }
 
-    fn ended(mut self) {
-        if self.grpc_trailers {
-            let detail = match self.grpc_status {
-                // A success needs no words (and no allocation per call).
-                Some(_) if !self.verdict.is_failure() => String::new(),
-                Some(code) => format!("grpc-status {}", code as i32),
-                None => {
-                    // The spec makes a missing status an error; the endpoint sent it so.
-                    self.verdict = Verdict::ServerError;
-                    "the gRPC answer ended without a grpc-status".to_owned()
-                }
-            };
-            self.pool
-                .record_verdict(self.endpoint.addr, self.verdict, &detail);
-        }
+    fn ended(self) {
         self.endpoint.upstream.release(self.release);
-        if let Some(guard) = self.guard {
-            let now = Instant::now();
-            guard.finish(self.verdict, now - self.started, now);
+        if let Some(record) = self.record {
+            record.body_ended(self.grpc_status, Instant::now());
         }
     }
 
+    /// The connection is not given back (`release` is dropped: it closes).
     fn broke(self, detail: &str) {
-        let verdict = if self.client.fault().is_some() {
-            Verdict::NotTheEndpoint
-        } else {
-            // The body broke off or stalled: a connection-level failure, not an answer.
-            Verdict::ConnectionFailure
-        };
-        self.pool
-            .record_verdict(self.endpoint.addr, verdict, detail);
-        if let Some(guard) = self.guard {
-            let now = Instant::now();
-            guard.finish(verdict, now - self.started, now);
+        if let Some(record) = self.record {
+            let client_fault = self.client.fault().is_some();
+            record.body_broke(client_fault, detail, Instant::now());
         }
     }
 }
 
-impl Body for TrackedBody {
+impl<B> Body for TrackedBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError> + std::fmt::Display,
+{
     type Data = Bytes;
     type Error = BoxError;
 
@@ -171,15 +147,16 @@ impl Body for TrackedBody {
                 if let Some(done) = this.done.take() {
                     done.broke(&format!("response body failed: {error}"));
                 }
-                Poll::Ready(Some(Err(Box::new(error))))
+                Poll::Ready(Some(Err(error.into())))
             }
             Poll::Ready(Some(Ok(frame))) => {
                 *this.waiting = None;
                 if let Some(done) = this.done.as_mut() {
                     done.saw(&frame);
                 }
-                // hyper stops polling a body that says it has ended, so finish here too.
-                if this.inner.is_end_stream()
+                // hyper stops polling a body that says it has ended, so finish here too;
+                // trailers are always a body's last frame.
+                if (frame.is_trailers() || this.inner.is_end_stream())
                     && let Some(done) = this.done.take()
                 {
                     done.ended();

@@ -1,13 +1,15 @@
 //! HTTP/1.1 Upgrade end to end (WebSocket, and any other protocol a client switches to): the
 //! request goes to one endpoint on a connection of its own, and when the endpoint agrees
 //! (`101 Switching Protocols`), both sides are joined into a byte tunnel that lives until either
-//! side closes or it moves no byte for `--tunnel-idle-timeout`. A tunnel is one long request: it holds the endpoint's in-flight count for as
-//! long as it is open, it is counted once in the request metrics, and at shutdown it gets the
-//! listener's grace period, then is closed (`Tunnels`). A connect failure is tried on another
-//! endpoint (nothing was sent); once sent, an upgrade is never retried. An endpoint that
-//! declines (any status but 101) is answered as usual. The retry of a connect failure follows
-//! the pool's rules and budget like any request's (`retryOn: connect-failure`, `attempts`). A WebSocket over HTTP/2 (an extended
-//! CONNECT) takes the same path, translated to and from HTTP/1.1 by `super::websocket_h2`.
+//! side closes or it moves no byte for `--tunnel-idle-timeout`. Each try has its record
+//! (`super::try_record`), settled at the handshake's answer or failure like any request's; the
+//! tunnel then holds the endpoint's in-flight count for as long as it is open, is counted once
+//! in the request metrics, and at shutdown gets the listener's grace period, then is closed
+//! (`Tunnels`). A connect failure is tried on another endpoint (nothing was sent), following
+//! the pool's retry rules and budget like any request's (`retryOn: connect-failure`,
+//! `attempts`); once sent, an upgrade is never retried. An endpoint that declines (any status
+//! but 101) is answered as usual. A WebSocket over HTTP/2 (an extended CONNECT) takes the same
+//! path, translated to and from HTTP/1.1 by `super::websocket_h2`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,10 +28,11 @@ use super::client_body::Progress;
 use super::headers::{ClientAddr, add_forwarded, strip_hop_by_hop};
 use super::logged::{Arrival, Facts};
 use super::reply::status_label;
+use super::try_record::TryRecord;
 use super::tunnel_idle::Activity;
 use super::websocket_h2;
 use crate::local_answer::LocalReason;
-use crate::outcome::{Outcome, Verdict};
+use crate::outcome::Outcome;
 use crate::pool::Pool;
 use crate::retry::{Decision, LocalAnswer, RequestFacts, RetryReason, RetryRules};
 use crate::upstream::ProxyBody;
@@ -134,6 +137,8 @@ pub(super) async fn forward(
             }
         };
         tried.push(endpoint.addr);
+        // The try's record: in flight from the connect on, settled once however it ends.
+        let mut record = TryRecord::start(&pool, Arc::clone(&endpoint), now);
         let (mut tx, closing) = match endpoint
             .upstream
             .open_for_upgrade(settings.connect_timeout)
@@ -142,7 +147,7 @@ pub(super) async fn forward(
             Ok(opened) => opened,
             Err(error) => {
                 detail = error.to_string();
-                pool.record_attempt(&endpoint, Outcome::ConnectFailed, &detail);
+                record.finish(Outcome::ConnectFailed, &detail, Instant::now());
                 // Nothing was sent: another endpoint may be tried, by the pool's rules
                 // (`retryOn`, attempts) and within its retry budget, as any request's retry.
                 if may_retry_connect_failure(&pool, &settings.retry, tried.len()) {
@@ -152,7 +157,6 @@ pub(super) async fn forward(
             }
         };
         let Some(request) = unsent.take() else { break };
-        let mut guard = endpoint.load.start_try(now);
         // The handshake gets one try's allowance, like any request: an endpoint that accepts
         // and never answers must not hold the client (and the in-flight count) forever.
         let allowance = settings.per_try_timeout;
@@ -172,14 +176,13 @@ pub(super) async fn forward(
                 )),
             ),
         };
-        guard.answered(outcome.heard_from(), Instant::now());
-        let try_detail = failure.as_ref().map_or("", |(_, _, d)| d.as_str());
-        pool.record_attempt(&endpoint, outcome, try_detail);
+        record.answered(outcome, Instant::now(), false);
         let mut response = match (sent, failure) {
             (Ok(Ok(response)), _) => response,
             (_, failure) => {
                 let (status, reason, detail) =
                     failure.unwrap_or((502, LocalReason::UpstreamReset, String::new()));
+                record.finish_as_it_stands(&detail);
                 return local_answer(&pool, (status, reason), &detail, &tried, received, logged);
             }
         };
@@ -187,7 +190,7 @@ pub(super) async fn forward(
             // Declined: an ordinary answer on a connection nobody reuses.
             let status = response.status().as_u16();
             let ended = Instant::now();
-            guard.finish(Verdict::from_status(status), ended - now, ended);
+            record.finish_as_it_stands("");
             let (parts, body) = response.into_parts();
             let body = body.map_err(Into::into).boxed_unsync();
             let response = pool.finish(
@@ -216,13 +219,17 @@ pub(super) async fn forward(
             Some(key) => {
                 if let Err(error) = websocket_h2::to_h2_response(&mut head, key) {
                     // Agreed to switch, but not to our handshake: not a tunnel to join.
-                    pool.record_verdict(endpoint.addr, Verdict::ConnectionFailure, &error);
+                    record.finish(Outcome::ProtocolError, &error, Instant::now());
                     let failed = (502, LocalReason::UpstreamProtocolError);
                     return local_answer(&pool, failed, &error, &tried, received, logged);
                 }
             }
             None => strip_all_but_upgrade(&mut head.headers),
         }
+        // The try ends at its 101 (its latency is the handshake's); the tunnel then holds the
+        // endpoint's in-flight count for as long as it is open.
+        record.finish_as_it_stands("");
+        let open_tunnel = endpoint.load.start();
         let addr = endpoint.addr;
         let pool_name = pool.name().to_owned();
         let cut = tunnels.cut.clone();
@@ -232,6 +239,7 @@ pub(super) async fn forward(
                 Ok(both) => both,
                 Err(error) => {
                     tracing::debug!(pool = %pool_name, endpoint = %addr, %error, "upgrade did not complete");
+                    drop(open_tunnel);
                     if let Some(arrival) = logged {
                         arrival.tunnel_closed(addr, tries, answered_at, (0, 0));
                     }
@@ -257,8 +265,7 @@ pub(super) async fn forward(
                     tracing::debug!(pool = %pool_name, endpoint = %addr, limit = ?idle_limit, "tunnel idle: closing it");
                 }
             }
-            // The tunnel was one long request to its endpoint.
-            drop(guard);
+            drop(open_tunnel);
             if let Some(arrival) = logged {
                 let bytes = (client_io.bytes_read(), endpoint_io.bytes_read());
                 arrival.tunnel_closed(addr, tries, answered_at, bytes);

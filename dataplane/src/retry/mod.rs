@@ -122,7 +122,10 @@ impl RetryRules {
     pub fn decide(&self, outcome: Outcome, facts: RequestFacts) -> Decision {
         let written_rule = match outcome {
             Outcome::DeadPooledConnection => return Decision::RetryFree,
-            Outcome::ClientBodyFailed | Outcome::ClientBodyStalled | Outcome::DeadlineCut => {
+            Outcome::ClientBodyFailed
+            | Outcome::ClientBodyStalled
+            | Outcome::DeadlineCut
+            | Outcome::ClientLeft => {
                 return Decision::Stop(StopReason::ClientFault);
             }
             Outcome::Answered(status) if status < 500 => {

@@ -334,6 +334,7 @@ pub fn local_for(outcome: Outcome) -> LocalAnswer {
         Outcome::ClientBodyStalled => (408, LocalReason::ClientBodyTimeout),
         Outcome::Reset
         | Outcome::ClosedLocally
+        | Outcome::ClientLeft
         | Outcome::DeadPooledConnection
         | Outcome::Answered(_) => (502, LocalReason::UpstreamReset),
     };
