@@ -247,6 +247,28 @@ impl Pool {
         view.await.ok()
     }
 
+    /// A pool for tests: no probes (a success makes an endpoint Healthy), one endpoint at
+    /// `addr`, its roster applied.
+    #[cfg(test)]
+    pub(crate) async fn with_one_endpoint(
+        name: &str,
+        addr: std::net::SocketAddr,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
+        let mut policy = rollcall_api::policy::PoolPolicy::default();
+        policy.health_check.kind = rollcall_api::policy::HealthCheckType::None;
+        let settings = PoolSettings::new(&policy);
+        let pool = Self::new(name, settings.clone(), Tuning::default(), metrics);
+        let endpoint = EndpointConfig {
+            address: addr,
+            zone: None,
+            weight: 1,
+            terminating: false,
+        };
+        pool.update(&[endpoint], settings).await;
+        pool
+    }
+
     /// Stop probing and close every connection of every endpoint. Listeners are stopped first,
     /// by the runtime.
     pub async fn shutdown(&self) {

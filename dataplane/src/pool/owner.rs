@@ -252,35 +252,17 @@ impl Owner {
 mod tests {
     use std::sync::Arc;
 
-    use rollcall_api::policy::{HealthCheckType, PoolPolicy};
-
     use super::VERDICT_QUEUE;
-    use crate::config::EndpointConfig;
     use crate::health::machine::State;
     use crate::metrics::Metrics;
     use crate::outcome::Verdict;
-    use crate::pool::{Pool, PoolSettings, Tuning};
+    use crate::pool::Pool;
 
     #[tokio::test]
     async fn a_full_verdict_queue_drops_and_counts_and_a_question_waits_for_what_was_queued() {
         let metrics = Arc::new(Metrics::new().unwrap());
-        let mut policy = PoolPolicy::default();
-        policy.health_check.kind = HealthCheckType::None;
-        let settings = PoolSettings::new(&policy);
-        let pool = Pool::new(
-            "shop/web",
-            settings.clone(),
-            Tuning::default(),
-            Arc::clone(&metrics),
-        );
         let addr = "127.0.0.1:9".parse().unwrap();
-        let endpoint = EndpointConfig {
-            address: addr,
-            zone: None,
-            weight: 1,
-            terminating: false,
-        };
-        pool.update(&[endpoint], settings).await;
+        let pool = Pool::with_one_endpoint("shop/web", addr, Arc::clone(&metrics)).await;
         // On this current-thread runtime the owner cannot run until the test yields: every
         // verdict offered meanwhile waits in the queue, and those past its room are dropped.
         for _ in 0..VERDICT_QUEUE + 10 {

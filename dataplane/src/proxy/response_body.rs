@@ -44,9 +44,8 @@ struct Done {
     release: Release,
     endpoint: Arc<Endpoint>,
     client: Arc<Progress>,
-    /// The answer waits for its `grpc-status` trailer.
-    grpc_trailers: bool,
-    /// The `grpc-status` trailer, once seen.
+    /// The `grpc-status` trailer, once seen (looked for when the record says the answer is
+    /// judged by its trailers).
     grpc_status: Option<grpc::Code>,
 }
 
@@ -71,10 +70,6 @@ where
     pub(super) fn wrap(answered: Answered<B>, idle: Duration) -> Response<ProxyBody> {
         let (mut parts, inner) = answered.response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let grpc_trailers = answered
-            .record
-            .as_ref()
-            .is_some_and(TryRecord::status_in_trailers);
         let mut body = TrackedBody {
             inner,
             idle,
@@ -84,7 +79,6 @@ where
                 release: answered.release,
                 endpoint: answered.endpoint,
                 client: answered.client,
-                grpc_trailers,
                 grpc_status: None,
             }),
         };
@@ -100,7 +94,10 @@ where
 impl Done {
     /// A frame went by: the trailers of a gRPC answer say how the call went.
     fn saw<D>(&mut self, frame: &Frame<D>) {
-        if self.grpc_trailers
+        if self
+            .record
+            .as_ref()
+            .is_some_and(TryRecord::status_in_trailers)
             && let Some(code) = frame.trailers_ref().and_then(grpc::status)
         {
             self.grpc_status = Some(code);

@@ -1,8 +1,8 @@
 //! One try's record, from the moment its endpoint is picked to the end of its answer. It owns
 //! what a try holds and owes: the endpoint's in-flight count (`balance::InFlight`), its count in
 //! `rollcall_attempts_total`, and its verdict for the health machine and the balancer. All three
-//! are settled in one place, [`TryRecord::finish`], once, with the try's final outcome, however
-//! the try ends:
+//! are settled in one place (`settle`, reached through [`TryRecord::finish`] and its named
+//! endings, or from `Drop`), once, with the try's final outcome, however the try ends:
 //! - its outcome stands as the head (or the failure) gave it: it is retried, answered by the
 //!   sidecar, declined an upgrade, or its answer has no body;
 //! - its answer's body ends (for a gRPC call whose status is in the trailers, judged by them);

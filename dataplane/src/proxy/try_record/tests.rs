@@ -14,16 +14,14 @@ use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use hyper_util::rt::TokioIo;
 use proptest::prelude::*;
-use rollcall_api::policy::{HealthCheckType, PoolPolicy};
 use tokio::time::Instant;
 use tokio_stream::StreamExt;
 
 use super::TryRecord;
-use crate::config::EndpointConfig;
 use crate::grpc_status::{Code, http_equivalent};
 use crate::metrics::{ATTEMPT_OUTCOMES, Metrics};
 use crate::outcome::{Outcome, Verdict};
-use crate::pool::{Endpoint, Pool, PoolSettings, Tuning};
+use crate::pool::{Endpoint, Pool};
 use crate::proxy::client_body::Progress;
 use crate::proxy::response_body::{Answered, TrackedBody};
 use crate::upstream::Release;
@@ -205,23 +203,8 @@ struct Fixture {
 impl Fixture {
     async fn new() -> Self {
         let metrics = Arc::new(Metrics::new().expect("metrics"));
-        let mut policy = PoolPolicy::default();
-        policy.health_check.kind = HealthCheckType::None;
-        let settings = PoolSettings::new(&policy);
-        let pool = Pool::new(
-            POOL,
-            settings.clone(),
-            Tuning::default(),
-            Arc::clone(&metrics),
-        );
         let addr: SocketAddr = "127.0.0.1:9".parse().expect("address");
-        let config = EndpointConfig {
-            address: addr,
-            zone: None,
-            weight: 1,
-            terminating: false,
-        };
-        pool.update(&[config], settings).await;
+        let pool = Pool::with_one_endpoint(POOL, addr, Arc::clone(&metrics)).await;
         let Ok(endpoint) = pool.routing().pick(None, &[], Instant::now()) else {
             panic!("the one endpoint is not routable");
         };
