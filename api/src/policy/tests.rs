@@ -94,6 +94,19 @@ fn every_duration_prints_as_text_that_parses_back_to_it_exactly() {
         let again: DurationString = d.to_string().parse().unwrap();
         assert_eq!(again, d, "{nanos} ns printed as {d}");
     }
+    // Past u64 nanoseconds (about 584 years) a single unit no longer parses back; the fuzzer
+    // found "58888.88s8877776h" printed as "31960052488880ms"
+    // (fuzz/corpus/policy/regression-duration-past-u64-nanos).
+    for (secs, nanos) in [
+        (31_960_052_488, 880_000_000),
+        (18_446_744_074, 1),
+        (18_446_744_074, 0),
+        (u64::MAX / 2, 999_999_999),
+    ] {
+        let d = DurationString::new(std::time::Duration::new(secs, nanos));
+        let again: DurationString = d.to_string().parse().unwrap();
+        assert_eq!(again, d, "{secs} s {nanos} ns printed as {d}");
+    }
 }
 
 #[test]

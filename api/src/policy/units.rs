@@ -43,6 +43,11 @@ impl fmt::Display for DurationString {
         if d.is_zero() {
             return f.write_str("0s");
         }
+        if d.as_nanos() > u128::from(u64::MAX) {
+            // Past u64 nanoseconds a single small unit ("31960052488880ms") no longer parses
+            // back (the parser counts in nanoseconds): every unit in turn does.
+            return write_in_parts(f, d);
+        }
         if !d.subsec_nanos().is_multiple_of(1_000) {
             // Not a whole microsecond: only nanoseconds say it exactly.
             return write!(f, "{}ns", d.as_nanos());
@@ -68,6 +73,27 @@ impl fmt::Display for DurationString {
         }
         Ok(())
     }
+}
+
+/// `d` as hours, minutes, seconds, milliseconds, microseconds and nanoseconds, each that is not
+/// zero: `8877792h21m28s880ms`.
+fn write_in_parts(f: &mut fmt::Formatter<'_>, d: Duration) -> fmt::Result {
+    let secs = d.as_secs();
+    let nanos = d.subsec_nanos();
+    let parts = [
+        (secs / 3600, "h"),
+        (secs / 60 % 60, "m"),
+        (secs % 60, "s"),
+        (u64::from(nanos / 1_000_000), "ms"),
+        (u64::from(nanos / 1_000 % 1_000), "us"),
+        (u64::from(nanos % 1_000), "ns"),
+    ];
+    for (n, unit) in parts {
+        if n > 0 {
+            write!(f, "{n}{unit}")?;
+        }
+    }
+    Ok(())
 }
 
 impl FromStr for DurationString {
