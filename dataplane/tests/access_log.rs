@@ -248,10 +248,10 @@ async fn an_upgrade_the_sidecar_answers_itself_gets_its_line_with_the_reason() {
     );
     let (h, _dir, path) = logging(&yaml, 1.0).await;
     let (_stream, head) = support::websocket::handshake(h.listen("chat").await, "/socket").await;
-    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
     let lines = lines(&path, 1).await;
     let line = the(&lines, "chat", "/socket");
-    assert_eq!(line["status"], 502);
+    assert_eq!(line["status"], 503);
     assert_eq!(line["reason"], "upstream-connect-failure");
     assert_eq!(line["end"], "complete");
 }
@@ -272,7 +272,7 @@ async fn an_upgrade_retries_a_connect_failure_only_as_the_pools_retry_on_says() 
         let (h, _dir, path) = logging(&yaml, 1.0).await;
         let (_stream, head) =
             support::websocket::handshake(h.listen("chat").await, "/socket").await;
-        assert!(head.starts_with("HTTP/1.1 502"), "{retry_on}: {head}");
+        assert!(head.starts_with("HTTP/1.1 503"), "{retry_on}: {head}");
         let lines = lines(&path, 1).await;
         let line = the(&lines, "chat", "/socket");
         assert_eq!(line["tries"], tries, "retryOn {retry_on}: {line}");

@@ -149,7 +149,7 @@ async fn with_no_endpoint_to_take_it_an_upgrade_gets_an_honest_answer() {
     let nothing = support::free_port();
     let h = Harness::start(&config(&[nothing], "{healthCheck: {type: None}}")).await;
     let (_stream, head) = handshake(h.listen("web").await, "/chat").await;
-    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
     assert!(
         head.to_ascii_lowercase()
             .contains("x-rollcall-reason: upstream-connect-failure"),
@@ -196,6 +196,28 @@ async fn a_handshake_the_endpoint_never_answers_ends_at_the_try_timeout() {
     assert!(
         head.to_ascii_lowercase()
             .contains("x-rollcall-reason: upstream-timeout"),
+        "{head}"
+    );
+    h.wait_idle("web").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_ends_at_the_request_deadline_when_it_comes_before_the_try_timeout() {
+    // The request's deadline holds the handshake as it holds any request: cut at 300 ms, not
+    // charged to the endpoint, answered as the deadline passing rather than a 5 s try timeout.
+    let silent = rollcall_testkit::TestBackend::spawn(rollcall_testkit::Behavior::BlackHole)
+        .await
+        .expect("backend");
+    let h = Harness::start(&config(
+        &[silent.addr()],
+        "{healthCheck: {type: None}, retries: {perTryTimeout: 5s}, timeouts: {request: 300ms}}",
+    ))
+    .await;
+    let (_stream, head) = handshake(h.listen("web").await, "/chat").await;
+    assert!(head.starts_with("HTTP/1.1 504"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("x-rollcall-reason: deadline-exceeded"),
         "{head}"
     );
     h.wait_idle("web").await;

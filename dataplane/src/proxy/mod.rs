@@ -6,8 +6,8 @@
 //! answers the sidecar makes itself (`answer`; their reasons and log line are
 //! `crate::local_answer`), a sampled
 //! request's access log line (`logged`), how a gRPC call's outcome is read and answered
-//! (`grpc`) and protocol upgrades turned into tunnels (`upgrade`; WebSockets over HTTP/2
-//! translated by `websocket_h2`). Connections to the endpoints live below, in
+//! (`grpc`) and protocol upgrades turned into tunnels (`upgrade`, then `tunnel`; WebSockets
+//! over HTTP/2 translated by `websocket_h2`). Connections to the endpoints live below, in
 //! `crate::upstream`.
 
 pub mod answer;
@@ -22,6 +22,7 @@ mod request;
 mod response_body;
 pub mod server;
 mod try_record;
+mod tunnel;
 mod tunnel_idle;
 pub mod upgrade;
 mod websocket_h2;

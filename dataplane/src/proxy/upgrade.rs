@@ -1,15 +1,15 @@
 //! HTTP/1.1 Upgrade end to end (WebSocket, and any other protocol a client switches to): the
 //! request goes to one endpoint on a connection of its own, and when the endpoint agrees
-//! (`101 Switching Protocols`), both sides are joined into a byte tunnel that lives until either
-//! side closes or it moves no byte for `--tunnel-idle-timeout`. Each try has its record
-//! (`super::try_record`), settled at the handshake's answer or failure like any request's; the
-//! tunnel then holds the endpoint's in-flight count for as long as it is open, is counted once
-//! in the request metrics, and at shutdown gets the listener's grace period, then is closed
-//! (`Tunnels`). A connect failure is tried on another endpoint (nothing was sent), following
-//! the pool's retry rules and budget like any request's (`retryOn: connect-failure`,
-//! `attempts`); once sent, an upgrade is never retried. An endpoint that declines (any status
-//! but 101) is answered as usual. A WebSocket over HTTP/2 (an extended CONNECT) takes the same
-//! path, translated to and from HTTP/1.1 by `super::websocket_h2`.
+//! (`101 Switching Protocols`), both sides are joined into a byte tunnel (`super::tunnel`). The
+//! handshake's tries are planned by the request planner (`crate::retry::Plan`) like any
+//! request's: the request deadline, back-off, retry budget, `retryOn` and never the same
+//! endpoint twice. A connect failure may go elsewhere (nothing was sent); once sent, an upgrade is
+//! never retried (`Plan::last_try`). Each try has its record (`super::try_record`), settled at
+//! the handshake's answer or failure; the tunnel then holds the endpoint's in-flight count for as
+//! long as it is open, is counted once in the request metrics, and at shutdown gets the
+//! listener's grace period, then is closed (`Tunnels`). An endpoint that declines (any status but
+//! 101) is answered as usual. A WebSocket over HTTP/2 (an extended CONNECT) takes the same path,
+//! translated to and from HTTP/1.1 by `super::websocket_h2`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +18,6 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -29,13 +28,13 @@ use super::headers::{ClientAddr, add_forwarded, strip_hop_by_hop};
 use super::logged::{Arrival, Facts};
 use super::reply::status_label;
 use super::try_record::TryRecord;
-use super::tunnel_idle::Activity;
+use super::tunnel::Tunnel;
 use super::websocket_h2;
 use crate::local_answer::LocalReason;
 use crate::outcome::Outcome;
-use crate::pool::Pool;
-use crate::retry::{Decision, LocalAnswer, RequestFacts, RetryReason, RetryRules};
-use crate::upstream::ProxyBody;
+use crate::pool::{Endpoint, Pool, PoolSettings};
+use crate::retry::{Answer, Clock, LocalAnswer, Next, Plan, TryReport, planner};
+use crate::upstream::{ConnectError, ProxyBody};
 
 /// Where tunnels run: tracked with the listener's connections, so a stop waits for them within
 /// its grace period, and `cut` closes what is left after it.
@@ -103,14 +102,11 @@ pub(super) async fn forward(
         match websocket_h2::to_http1(&mut parts, rand::random()) {
             Ok(key) => Some(key),
             Err(refusal) => {
-                return local_answer(
-                    &pool,
-                    (501, LocalReason::UnsupportedProtocol),
-                    &refusal,
-                    &[],
-                    received,
-                    logged,
-                );
+                let refused = LocalAnswer {
+                    status: 501,
+                    reason: LocalReason::UnsupportedProtocol,
+                };
+                return local_answer(&pool, refused, &refusal, &[], received, logged);
             }
         }
     } else {
@@ -118,202 +114,257 @@ pub(super) async fn forward(
     };
     strip_all_but_upgrade(&mut parts.headers);
     add_forwarded(&mut parts.headers, client, host.as_ref());
-    let mut unsent = Some(Request::from_parts(
-        parts,
-        body.map_err(Into::into).boxed_unsync(),
-    ));
-    let mut tried = Vec::new();
+    let request = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
+    // The planner runs the upgrade's tries as any request's: its deadline, back-off, retry
+    // budget and `retryOn`, never the same endpoint twice. An upgrade has no body before the
+    // switch, so its clocks start at once.
+    let mut clock = Clock::new(
+        received,
+        None,
+        settings.request_timeout,
+        settings.per_try_timeout,
+    );
+    clock.complete(received);
+    let mut plan = Plan::new(clock, true);
     let mut detail = String::new();
-    for _ in 0..settings.retry.attempts {
+    let handshook = handshake(&pool, &settings, request, &mut plan, &mut detail).await;
+    let Handshook {
+        endpoint,
+        record,
+        mut response,
+        closing,
+    } = match handshook {
+        Ok(handshook) => handshook,
+        Err(local) => return local_answer(&pool, local, &detail, plan.tried(), received, logged),
+    };
+    let tried = plan.tried();
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        // Declined: an ordinary answer on a connection nobody reuses.
+        let status = response.status().as_u16();
+        let ended = Instant::now();
+        record.finish_as_it_stands("");
+        let (parts, body) = response.into_parts();
+        let body = body.map_err(Into::into).boxed_unsync();
+        let response = pool.finish(
+            Response::from_parts(parts, body),
+            status_label(status),
+            received,
+        );
+        return match logged {
+            Some(arrival) => {
+                let facts = Facts {
+                    reason: None,
+                    endpoint: Some(endpoint.addr),
+                    tries: tried.len(),
+                    first_byte: Some(ended),
+                };
+                arrival.answered(response, facts)
+            }
+            None => response,
+        };
+    }
+    let answered_at = Instant::now();
+    let tries = tried.len();
+    let endpoint_side = hyper::upgrade::on(&mut response);
+    let (mut head, _) = response.into_parts();
+    match &h2_key {
+        Some(key) => {
+            if let Err(error) = websocket_h2::to_h2_response(&mut head, key) {
+                // Agreed to switch, but not to our handshake: not a tunnel to join.
+                record.finish(Outcome::ProtocolError, &error, Instant::now());
+                let failed = planner::local_for(Outcome::ProtocolError);
+                return local_answer(&pool, failed, &error, tried, received, logged);
+            }
+        }
+        None => strip_all_but_upgrade(&mut head.headers),
+    }
+    // The try ends at its 101 (its latency is the handshake's); the tunnel then holds the
+    // endpoint's in-flight count for as long as it is open.
+    record.finish_as_it_stands("");
+    let open_tunnel = endpoint.load.start();
+    let tunnel = Tunnel {
+        pool_name: pool.name().to_owned(),
+        addr: endpoint.addr,
+        tries,
+        answered_at,
+        idle_limit: pool.tuning().tunnel_idle,
+        cut: tunnels.cut.clone(),
+        closing,
+        open: open_tunnel,
+        logged,
+    };
+    tunnels
+        .tracker
+        .spawn(tunnel.run(client_side, endpoint_side));
+    let empty = http_body_util::Empty::new()
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    pool.finish(Response::from_parts(head, empty), "success", received)
+}
+
+/// An endpoint that answered the handshake, and the try's record, still open.
+struct Handshook {
+    endpoint: Arc<Endpoint>,
+    record: TryRecord,
+    response: Response<Incoming>,
+    /// Fires when the endpoint's connections are closed.
+    closing: CancellationToken,
+}
+
+/// Send the upgrade `request` to an endpoint, trying others as `plan` allows while nothing was
+/// sent. `Err` is the sidecar's own answer; `detail` says why in words.
+async fn handshake(
+    pool: &Arc<Pool>,
+    settings: &PoolSettings,
+    request: Request<ProxyBody>,
+    plan: &mut Plan,
+    detail: &mut String,
+) -> Result<Handshook, LocalAnswer> {
+    let mut unsent = Some(request);
+    loop {
         let now = Instant::now();
+        if let Err(answer) = plan.may_start(now) {
+            return Err(planned_local(answer, Outcome::DeadlineCut));
+        }
         let routing = pool.routing();
-        let endpoint = match routing.pick(None, &tried, now) {
+        let endpoint = match routing.pick(None, plan.tried(), now) {
             Ok(endpoint) => endpoint,
             Err(none) => {
-                if tried.is_empty() {
-                    detail = none.message;
+                if plan.first_try() {
+                    *detail = none.message;
                 }
-                break;
+                let local = planned_local(plan.no_endpoint(none.answer), Outcome::ConnectFailed);
+                return Err(local);
             }
         };
-        tried.push(endpoint.addr);
         // The try's record: in flight from the connect on, settled once however it ends.
-        let mut record = TryRecord::start(&pool, Arc::clone(&endpoint), now);
-        let (mut tx, closing) = match endpoint
-            .upstream
-            .open_for_upgrade(settings.connect_timeout)
-            .await
-        {
-            Ok(opened) => opened,
-            Err(error) => {
-                detail = error.to_string();
-                record.finish(Outcome::ConnectFailed, &detail, Instant::now());
-                // Nothing was sent: another endpoint may be tried, by the pool's rules
-                // (`retryOn`, attempts) and within its retry budget, as any request's retry.
-                if may_retry_connect_failure(&pool, &settings.retry, tried.len()) {
-                    continue;
-                }
-                break;
-            }
-        };
-        let Some(request) = unsent.take() else { break };
-        // The handshake gets one try's allowance, like any request: an endpoint that accepts
-        // and never answers must not hold the client (and the in-flight count) forever.
-        let allowance = settings.per_try_timeout;
-        let sent = tokio::time::timeout(allowance, tx.send_request(request)).await;
-        let (outcome, failure) = match &sent {
-            Ok(Ok(response)) => (Outcome::Answered(response.status().as_u16()), None),
-            Ok(Err(error)) => (
-                Outcome::Reset,
-                Some((502, LocalReason::UpstreamReset, error.to_string())),
-            ),
-            Err(_) => (
-                Outcome::TimedOut,
-                Some((
-                    504,
-                    LocalReason::UpstreamTimeout,
-                    format!("no answer within {}", humantime::format_duration(allowance)),
-                )),
-            ),
-        };
-        record.answered(outcome, Instant::now(), false);
-        let mut response = match (sent, failure) {
-            (Ok(Ok(response)), _) => response,
-            (_, failure) => {
-                let (status, reason, detail) =
-                    failure.unwrap_or((502, LocalReason::UpstreamReset, String::new()));
-                record.finish_as_it_stands(&detail);
-                return local_answer(&pool, (status, reason), &detail, &tried, received, logged);
-            }
-        };
-        if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-            // Declined: an ordinary answer on a connection nobody reuses.
-            let status = response.status().as_u16();
-            let ended = Instant::now();
-            record.finish_as_it_stands("");
-            let (parts, body) = response.into_parts();
-            let body = body.map_err(Into::into).boxed_unsync();
-            let response = pool.finish(
-                Response::from_parts(parts, body),
-                status_label(status),
-                received,
-            );
-            return match logged {
-                Some(arrival) => {
-                    let facts = Facts {
-                        reason: None,
-                        endpoint: Some(endpoint.addr),
-                        tries: tried.len(),
-                        first_byte: Some(ended),
-                    };
-                    arrival.answered(response, facts)
-                }
-                None => response,
-            };
-        }
-        let answered_at = Instant::now();
-        let tries = tried.len();
-        let endpoint_side = hyper::upgrade::on(&mut response);
-        let (mut head, _) = response.into_parts();
-        match &h2_key {
-            Some(key) => {
-                if let Err(error) = websocket_h2::to_h2_response(&mut head, key) {
-                    // Agreed to switch, but not to our handshake: not a tunnel to join.
-                    record.finish(Outcome::ProtocolError, &error, Instant::now());
-                    let failed = (502, LocalReason::UpstreamProtocolError);
-                    return local_answer(&pool, failed, &error, &tried, received, logged);
-                }
-            }
-            None => strip_all_but_upgrade(&mut head.headers),
-        }
-        // The try ends at its 101 (its latency is the handshake's); the tunnel then holds the
-        // endpoint's in-flight count for as long as it is open.
-        record.finish_as_it_stands("");
-        let open_tunnel = endpoint.load.start();
-        let addr = endpoint.addr;
-        let pool_name = pool.name().to_owned();
-        let cut = tunnels.cut.clone();
-        let idle_limit = pool.tuning().tunnel_idle;
-        tunnels.tracker.spawn(async move {
-            let (client_io, endpoint_io) = match tokio::try_join!(client_side, endpoint_side) {
-                Ok(both) => both,
-                Err(error) => {
-                    tracing::debug!(pool = %pool_name, endpoint = %addr, %error, "upgrade did not complete");
-                    drop(open_tunnel);
-                    if let Some(arrival) = logged {
-                        arrival.tunnel_closed(addr, tries, answered_at, (0, 0));
+        let mut record = TryRecord::start(pool, Arc::clone(&endpoint), now);
+        let window = plan.clock.window(now);
+        let opening = endpoint.upstream.open_for_upgrade(settings.connect_timeout);
+        let (mut tx, closing) = match within(window.deadline, opening).await {
+            Some(Ok(opened)) => opened,
+            failed => {
+                let (outcome, what) = match failed {
+                    Some(Err(error @ ConnectError::Closed { .. })) => {
+                        (Outcome::ClosedLocally, error.to_string())
                     }
-                    return;
-                }
-            };
-            let activity = Activity::new();
-            let mut client_io = activity.track(TokioIo::new(client_io));
-            let mut endpoint_io = activity.track(TokioIo::new(endpoint_io));
-            tokio::select! {
-                result = tokio::io::copy_bidirectional(&mut client_io, &mut endpoint_io) => {
-                    if let Err(error) = result {
-                        tracing::debug!(pool = %pool_name, endpoint = %addr, %error, "tunnel ended with an error");
+                    Some(Err(error)) => (Outcome::ConnectFailed, error.to_string()),
+                    _ => (
+                        Outcome::DeadlineCut,
+                        "the deadline passed while connecting".to_owned(),
+                    ),
+                };
+                let ended = Instant::now();
+                record.finish(outcome, &what, ended);
+                *detail = what;
+                // Nothing was sent: the planner may send it elsewhere after its back-off.
+                let report = TryReport {
+                    endpoint: endpoint.addr,
+                    outcome,
+                    started: now,
+                    ended,
+                    body_replayable: true,
+                    unprocessed: false,
+                };
+                let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr);
+                let cx = planner::Context {
+                    rules: &settings.retry,
+                    budget: pool.budget(),
+                    untried_left,
+                    jitter: rand::random::<f64>(),
+                };
+                match plan.after_try(report, cx) {
+                    Next::Retry { after, reason, .. } => {
+                        pool.count_retry(reason);
+                        tokio::time::sleep(after).await;
+                        continue;
+                    }
+                    Next::Answer(answer) => {
+                        return Err(planned_local(answer, outcome));
                     }
                 }
-                () = cut.cancelled() => {
-                    tracing::info!(pool = %pool_name, endpoint = %addr, "grace period over: closing a tunnel");
-                }
-                () = closing.cancelled() => {
-                    tracing::info!(pool = %pool_name, endpoint = %addr, "endpoint closed: closing its tunnel");
-                }
-                () = activity.idle_for(idle_limit) => {
-                    tracing::debug!(pool = %pool_name, endpoint = %addr, limit = ?idle_limit, "tunnel idle: closing it");
+            }
+        };
+        let Some(request) = unsent.take() else {
+            // Unreachable: a request is sent once, and the loop ends when it is.
+            let local = planner::local_for(Outcome::ClosedLocally);
+            return Err(local);
+        };
+        // The handshake gets one try's allowance, cut short by the request's deadline: an
+        // endpoint that accepts and never answers must not hold the client (and the in-flight
+        // count) forever.
+        let ends = window.ends();
+        let sent = within(ends.map(|(at, _)| at), tx.send_request(request)).await;
+        let ended = Instant::now();
+        let outcome = match &sent {
+            Some(Ok(response)) => Outcome::Answered(response.status().as_u16()),
+            Some(Err(error)) => {
+                *detail = error.to_string();
+                if error.is_parse() || error.is_parse_status() {
+                    Outcome::ProtocolError
+                } else {
+                    Outcome::Reset
                 }
             }
-            drop(open_tunnel);
-            if let Some(arrival) = logged {
-                let bytes = (client_io.bytes_read(), endpoint_io.bytes_read());
-                arrival.tunnel_closed(addr, tries, answered_at, bytes);
+            None if matches!(ends, Some((_, true))) => {
+                let allowance = humantime::format_duration(plan.clock.allowance());
+                *detail = format!("no answer within {allowance}");
+                Outcome::TimedOut
             }
-        });
-        let empty = http_body_util::Empty::new()
-            .map_err(|never| match never {})
-            .boxed_unsync();
-        return pool.finish(Response::from_parts(head, empty), "success", received);
+            None => {
+                *detail = "the deadline passed before the endpoint answered".to_owned();
+                Outcome::DeadlineCut
+            }
+        };
+        record.answered(outcome, ended, false);
+        // Once sent, an upgrade is never tried again: its stream is the request's own.
+        let answer = plan.last_try(endpoint.addr, outcome);
+        match (sent, answer) {
+            (Some(Ok(response)), Answer::ThisTry) => {
+                return Ok(Handshook {
+                    endpoint,
+                    record,
+                    response,
+                    closing,
+                });
+            }
+            (_, answer) => {
+                record.finish_as_it_stands(detail);
+                let local = planned_local(answer, outcome);
+                return Err(local);
+            }
+        }
     }
-    let none = if tried.is_empty() {
-        (503, LocalReason::NoHealthyEndpoints)
-    } else {
-        (502, LocalReason::UpstreamConnectFailure)
-    };
-    local_answer(&pool, none, &detail, &tried, received, logged)
 }
 
-/// Whether an upgrade whose `tries`-th try could not connect may try another endpoint: the
-/// pool's retry rules say so for a connect failure, and its retry budget has one to spend
-/// (counted in `rollcall_retries_total` when it does).
-fn may_retry_connect_failure(pool: &Pool, rules: &RetryRules, tries: usize) -> bool {
-    let facts = RequestFacts {
-        // An upgrade is a GET, and nothing of it reached the endpoint.
-        idempotent: true,
-        body_replayable: true,
-        tries: u32::try_from(tries).unwrap_or(u32::MAX),
-    };
-    if rules.decide(Outcome::ConnectFailed, facts) != Decision::Retry
-        || !pool.budget().try_retry(Instant::now())
-    {
-        return false;
+/// `work`, or `None` when `deadline` passes first.
+async fn within<F: Future>(deadline: Option<Instant>, work: F) -> Option<F::Output> {
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at, work).await.ok(),
+        None => Some(work.await),
     }
-    pool.count_retry(RetryReason::ConnectFailure);
-    true
 }
 
-/// The sidecar's own answer to an upgrade (`status`, `reason`) after `tried`, counted as the
+/// The sidecar's own answer the planner chose; an upgrade never keeps an endpoint's answer to
+/// fall back on, so anything else is the try's own failure (`outcome`).
+fn planned_local(answer: Answer, outcome: Outcome) -> LocalAnswer {
+    match answer {
+        Answer::Local(local) => local,
+        Answer::ThisTry | Answer::Kept => planner::local_for(outcome),
+    }
+}
+
+/// The sidecar's own answer to an upgrade (`local`) after `tried`, counted as the
 /// request's end and given its access log line when sampled.
 fn local_answer(
     pool: &Pool,
-    (status, reason): (u16, LocalReason),
+    local: LocalAnswer,
     detail: &str,
     tried: &[SocketAddr],
     received: Instant,
     logged: Option<Box<Arrival>>,
 ) -> Response<ProxyBody> {
-    let local = LocalAnswer { status, reason };
+    let LocalAnswer { status, reason } = local;
     pool.log_local_answer(status, reason, tried.len(), detail);
     let response = pool.finish(
         answer::local(local, detail, false),

@@ -287,6 +287,14 @@ impl Plan {
         }
     }
 
+    /// A try that can never be repeated ended (an upgrade's handshake, once sent: its stream
+    /// became the request's own): counted as a try, and the answer it leaves.
+    pub fn last_try(&mut self, endpoint: SocketAddr, outcome: Outcome) -> Answer {
+        self.tries += 1;
+        self.tried.push(endpoint);
+        self.answer_for(outcome)
+    }
+
     /// Whether a retry starting at `start` can be given its time.
     fn fits(&self, start: Instant, took: Duration) -> bool {
         let Some(deadline) = self.clock.deadline() else {

@@ -288,24 +288,8 @@ fn no_endpoint_answers_with_what_is_known() {
         "nothing tried yet"
     );
 
-    let rules = RetryRules::from_policy(&Retries::default());
-    let budget = RetryBudget::new(100, 100, t0);
     let mut plan = Plan::new(clock, true);
-    let report = TryReport {
-        endpoint: addr(1),
-        outcome: Outcome::ConnectFailed,
-        started: t0,
-        ended: t0 + MS,
-        body_replayable: true,
-        unprocessed: false,
-    };
-    let cx = Context {
-        rules: &rules,
-        budget: &budget,
-        untried_left: true,
-        jitter: 0.0,
-    };
-    assert!(matches!(plan.after_try(report, cx), Next::Retry { .. }));
+    refused_then_retried(&mut plan, t0);
     assert_eq!(
         plan.no_endpoint(none),
         Answer::Local(LocalAnswer {
@@ -395,4 +379,59 @@ fn a_post_the_endpoint_said_it_did_not_process_is_retried_like_an_idempotent_one
         refused.after_try(report(true), context()),
         Next::Retry { .. }
     ));
+}
+
+#[test]
+fn a_try_that_cannot_be_repeated_is_counted_and_leaves_its_own_answer() {
+    // An upgrade: connect failures before it were retried; the handshake, once sent, is the
+    // last try whatever it got, and is counted among the endpoints tried.
+    let t0 = Instant::now();
+    let mut clock = Clock::new(t0, None, Duration::from_secs(12), Duration::from_secs(4));
+    clock.complete(t0);
+    let cases = [
+        (Outcome::Answered(101), Answer::ThisTry),
+        (Outcome::Answered(503), Answer::ThisTry),
+        (
+            Outcome::Reset,
+            Answer::Local(LocalAnswer {
+                status: 502,
+                reason: LocalReason::UpstreamReset,
+            }),
+        ),
+        (
+            Outcome::TimedOut,
+            Answer::Local(LocalAnswer {
+                status: 504,
+                reason: LocalReason::UpstreamTimeout,
+            }),
+        ),
+        (Outcome::DeadlineCut, Answer::Local(DEADLINE_EXCEEDED)),
+    ];
+    for (outcome, expected) in cases {
+        let mut plan = Plan::new(clock, true);
+        refused_then_retried(&mut plan, t0);
+        assert_eq!(plan.last_try(addr(2), outcome), expected, "{outcome:?}");
+        assert_eq!(plan.tried(), &[addr(1), addr(2)], "{outcome:?}");
+    }
+}
+
+/// `plan`'s first try, on 10.0.0.1, could not connect at `t0`, and the default rules retry it.
+fn refused_then_retried(plan: &mut Plan, t0: Instant) {
+    let rules = RetryRules::from_policy(&Retries::default());
+    let budget = RetryBudget::new(100, 100, t0);
+    let report = TryReport {
+        endpoint: addr(1),
+        outcome: Outcome::ConnectFailed,
+        started: t0,
+        ended: t0 + MS,
+        body_replayable: true,
+        unprocessed: false,
+    };
+    let cx = Context {
+        rules: &rules,
+        budget: &budget,
+        untried_left: true,
+        jitter: 0.0,
+    };
+    assert!(matches!(plan.after_try(report, cx), Next::Retry { .. }));
 }
