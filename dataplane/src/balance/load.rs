@@ -204,11 +204,12 @@ impl EndpointLoad {
     fn record(&self, verdict: Verdict, latency: Duration, now: Instant) {
         match verdict {
             Verdict::Success | Verdict::ClientError => {
-                self.observe_latency(latency.as_secs_f64(), now);
-                self.observe_error(0.0, now);
+                let stamp = self.stamp(now);
+                self.observe_latency(latency.as_secs_f64(), stamp);
+                self.observe_error(0.0, stamp);
             }
             Verdict::ServerError | Verdict::GatewayError | Verdict::ConnectionFailure => {
-                self.observe_error(1.0, now);
+                self.observe_error(1.0, self.stamp(now));
             }
             Verdict::NotTheEndpoint => {}
         }
@@ -216,14 +217,13 @@ impl EndpointLoad {
 
     /// Peak-EWMA (Finagle): a sample above the estimate replaces it at once; one below decays in
     /// with weight `1 - exp(-dt / LATENCY_TIME_CONSTANT)`, at least [`MIN_SAMPLE_WEIGHT`].
-    fn observe_latency(&self, sample: f64, now: Instant) {
-        let stamp = self.stamp(now);
+    fn observe_latency(&self, sample: f64, stamp: u32) {
         self.update(&self.latency, |word| {
             if word == EMPTY {
                 return pack(sample, stamp);
             }
             let (value, at) = unpack(word);
-            let dt = self.elapsed_secs(at, now);
+            let dt = secs_between(at, stamp);
             let prev = relax(f64::from(value), dt);
             let next = if sample >= prev {
                 sample
@@ -238,11 +238,10 @@ impl EndpointLoad {
     }
 
     /// Exponentially weighted share of failures over roughly the last `1 / ERROR_ALPHA` outcomes.
-    fn observe_error(&self, failed: f64, now: Instant) {
-        let stamp = self.stamp(now);
+    fn observe_error(&self, failed: f64, stamp: u32) {
         self.update(&self.errors, |word| {
             let (value, at) = unpack(word);
-            let prev = relax(f64::from(value), self.elapsed_secs(at, now));
+            let prev = relax(f64::from(value), secs_between(at, stamp));
             pack(prev + ERROR_ALPHA * (failed - prev), newer(at, stamp))
         });
     }
@@ -269,8 +268,7 @@ impl EndpointLoad {
     }
 
     fn elapsed_secs(&self, at: u32, now: Instant) -> f64 {
-        let diff = self.stamp(now).wrapping_sub(at) as i32;
-        f64::from(diff.max(0)) / 1000.0
+        secs_between(at, self.stamp(now))
     }
 }
 
@@ -324,6 +322,13 @@ fn relax(value: f64, idle_secs: f64) -> f64 {
     } else {
         value * (-(idle_secs - decay) / decay).exp()
     }
+}
+
+/// Seconds from stamp `at` to stamp `now` (0 when `now` is the earlier: samples may arrive
+/// slightly out of order). One stamp is taken per sample, not one per use.
+fn secs_between(at: u32, now: u32) -> f64 {
+    let diff = now.wrapping_sub(at) as i32;
+    f64::from(diff.max(0)) / 1000.0
 }
 
 /// The later of two stamps (samples may arrive slightly out of order).

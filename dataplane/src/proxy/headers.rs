@@ -62,7 +62,14 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if !any {
         return;
     }
-    if present[CONNECTION_AT] {
+    // Most messages that carry `Connection` say only `keep-alive`, which names no field to
+    // remove (its `Keep-Alive` field goes below): no need to take the value apart.
+    let names_fields = present[CONNECTION_AT] && {
+        let mut values = headers.get_all(header::CONNECTION).iter();
+        let first = values.next().map(HeaderValue::as_bytes);
+        values.next().is_some() || !first.is_some_and(|v| v.eq_ignore_ascii_case(b"keep-alive"))
+    };
+    if names_fields {
         let named: Vec<HeaderName> = headers
             .get_all(header::CONNECTION)
             .iter()

@@ -24,6 +24,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::backoff;
@@ -122,7 +123,9 @@ pub struct Plan {
     free_retries: u32,
     /// Budgeted retries so far (the back-off's exponent).
     retries: u32,
-    tried: Vec<SocketAddr>,
+    /// Inline up to four: a request makes one to three tries, and the list was a heap
+    /// allocation on every request's first try.
+    tried: SmallVec<[SocketAddr; 4]>,
     kept: bool,
     last_failure: Option<LocalAnswer>,
 }
@@ -206,7 +209,7 @@ impl Plan {
             tries: 0,
             free_retries: 0,
             retries: 0,
-            tried: Vec::new(),
+            tried: SmallVec::new(),
             kept: false,
             last_failure: None,
         }
