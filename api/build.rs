@@ -11,6 +11,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .build_client(true)
         .codec_path("crate::proto::codec::SmallBufferCodec")
+        // Rare beside the roster it rides with: boxed, so every update is not sized for it.
+        .boxed(".rollcall.v1.RosterUpdate.fleet")
         .compile_fds(fds.clone())?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("encoded");
     std::fs::create_dir_all(&out)?;

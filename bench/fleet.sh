@@ -13,19 +13,8 @@ cd "$(dirname "$0")/.."
 SIDECARS=${SIDECARS:-1000}
 ENDPOINTS=${ENDPOINTS:-10000}
 CHANGES=${CHANGES:-5}
-target=${CARGO_TARGET_DIR:-target}
-if [ -z "${SKIP_BUILD:-}" ]; then
-  # The controller as the image ships it (Cargo.toml's `controller` profile), the simulation
-  # and the API server with --release.
-  cargo build --profile controller -p rollcall-controller --bin rollcall-controller
-  cargo build --release -p rollcall-devcluster -p rollcall-testkit \
-    --bin rollcall-devcluster --bin rollcall-fleet
-fi
-# CONTROLLER=path runs another controller build (an A/B).
-export ROLLCALL_CONTROLLER=${CONTROLLER:-$target/controller/rollcall-controller}
-# Each simulated sidecar holds a connection; so does the controller for each.
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-fleet="$target/release/rollcall-fleet"
+# shellcheck source=bench/fleet-build.sh
+. bench/fleet-build.sh
 # AUTH=0: sidecars present no tokens and the controller runs --insecure-no-auth.
 auth=()
 if [ "${AUTH:-1}" = 0 ]; then auth=(--no-auth); fi

@@ -124,6 +124,7 @@ pub fn delta_message(
         state: Some(pb::roster_update::State::Delta(delta)),
         continued: false,
         fingerprint: fingerprint.to_vec(),
+        fleet: None,
     }))
 }
 
@@ -144,6 +145,7 @@ pub fn resume_message(
         })),
         continued: false,
         fingerprint: fingerprint.to_vec(),
+        fleet: None,
     }
 }
 
@@ -170,6 +172,7 @@ pub fn parts(update: &pb::RosterUpdate) -> Vec<pb::RosterUpdate> {
         })),
         continued: true,
         fingerprint: Vec::new(),
+        fleet: None,
     }];
     for chunk in chunks {
         out.push(pb::RosterUpdate {
@@ -182,6 +185,7 @@ pub fn parts(update: &pb::RosterUpdate) -> Vec<pb::RosterUpdate> {
             })),
             continued: true,
             fingerprint: Vec::new(),
+            fleet: None,
         });
     }
     if let Some(last) = out.last_mut() {
@@ -322,6 +326,7 @@ impl Assembler {
                     })),
                     continued: false,
                     fingerprint: held.fingerprint.clone(),
+                    fleet: None,
                 }))
             }
         }

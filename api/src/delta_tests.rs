@@ -273,6 +273,7 @@ fn removing_an_address_not_held_or_naming_a_bad_one_is_refused() {
         ..Default::default()
     };
     let message = |d: &pb::RosterDelta| pb::RosterUpdate {
+        fleet: None,
         pool: Some(pool()),
         version: 6,
         state: Some(pb::roster_update::State::Delta(d.clone())),
@@ -296,6 +297,7 @@ fn unavailable_passes_through_and_leaves_no_base() {
     let mut asm = Assembler::new();
     receive(&mut asm, messages(None, 5, &one));
     let gone = pb::RosterUpdate {
+        fleet: None,
         pool: Some(pool()),
         version: 6,
         state: Some(pb::roster_update::State::Unavailable(pb::Unavailable {

@@ -8,9 +8,9 @@ use std::net::{IpAddr, SocketAddr};
 use crate::policy::PoolPolicy;
 use crate::proto::v1 as pb;
 use crate::roster::{
-    Endpoint, EndpointHealth, EndpointState, HealthReport, HeldRoster, PoolHealth, PoolRef,
-    PoolState, Refusal, Roster, RosterUpdate, SidecarId, UnavailableReason, WatchRequest,
-    valid_name,
+    Endpoint, EndpointHealth, EndpointState, FleetHealth, HealthReport, HeldRoster, PoolHealth,
+    PoolRef, PoolState, ProbeVerdict, Refusal, Roster, RosterUpdate, SidecarId, UnavailableReason,
+    WatchRequest, valid_name,
 };
 
 /// Why an inbound message was refused.
@@ -111,6 +111,7 @@ impl From<&WatchRequest> for pb::WatchRequest {
                     fingerprint: h.fingerprint.clone(),
                 })
                 .collect(),
+            fleet_health: w.fleet_health,
         }
     }
 }
@@ -137,6 +138,7 @@ impl TryFrom<pb::WatchRequest> for WatchRequest {
                     })
                 })
                 .collect::<Result<_, EdgeError>>()?,
+            fleet_health: w.fleet_health,
         })
     }
 }
@@ -281,6 +283,7 @@ pub fn roster_update(u: &RosterUpdate, policy_json: String) -> pb::RosterUpdate 
         state: Some(state),
         continued: false,
         fingerprint: Vec::new(),
+        fleet: None,
     }
 }
 
@@ -346,6 +349,12 @@ impl From<&EndpointHealth> for pb::EndpointHealth {
             times_ejected: e.times_ejected,
             last_error: e.last_error.clone().unwrap_or_default(),
             ejection_suppressed: e.ejection_suppressed,
+            probe: match e.probe {
+                None => pb::ProbeVerdict::Unspecified,
+                Some(ProbeVerdict::Passing) => pb::ProbeVerdict::Passing,
+                Some(ProbeVerdict::Failing) => pb::ProbeVerdict::Failing,
+            }
+            .into(),
         }
     }
 }
@@ -363,6 +372,12 @@ impl TryFrom<pb::EndpointHealth> for EndpointHealth {
             times_ejected: e.times_ejected,
             last_error: non_empty(e.last_error),
             ejection_suppressed: e.ejection_suppressed,
+            // An unknown value is no verdict: it never counts as a vote.
+            probe: match pb::ProbeVerdict::try_from(e.probe) {
+                Ok(pb::ProbeVerdict::Passing) => Some(ProbeVerdict::Passing),
+                Ok(pb::ProbeVerdict::Failing) => Some(ProbeVerdict::Failing),
+                _ => None,
+            },
         })
     }
 }
@@ -442,6 +457,61 @@ impl TryFrom<pb::HealthReport> for HealthReport {
                 .map(TryInto::try_into)
                 .collect::<Result<_, _>>()?,
         })
+    }
+}
+
+// === Fleet health ===
+
+fn addresses(addrs: &[SocketAddr]) -> Vec<pb::EndpointAddress> {
+    addrs
+        .iter()
+        .map(|a| pb::EndpointAddress {
+            ip: a.ip().to_string(),
+            port: a.port().into(),
+        })
+        .collect()
+}
+
+fn parse_addresses(addrs: &[pb::EndpointAddress]) -> Result<Vec<SocketAddr>, EdgeError> {
+    addrs.iter().map(|a| socket_addr(&a.ip, a.port)).collect()
+}
+
+impl From<&FleetHealth> for pb::FleetHealth {
+    fn from(f: &FleetHealth) -> Self {
+        Self {
+            roster_version: f.roster_version,
+            probe_all: f.probe_all,
+            checkers: f.checkers,
+            assigned: addresses(&f.assigned),
+            unchecked: addresses(&f.unchecked),
+            pending: addresses(&f.pending),
+            failing: addresses(&f.failing),
+        }
+    }
+}
+
+impl TryFrom<&pb::FleetHealth> for FleetHealth {
+    type Error = EdgeError;
+    fn try_from(f: &pb::FleetHealth) -> Result<Self, EdgeError> {
+        Ok(Self {
+            roster_version: f.roster_version,
+            probe_all: f.probe_all,
+            checkers: f.checkers,
+            assigned: parse_addresses(&f.assigned)?,
+            unchecked: parse_addresses(&f.unchecked)?,
+            pending: parse_addresses(&f.pending)?,
+            failing: parse_addresses(&f.failing)?,
+        })
+    }
+}
+
+/// The `Watch` message that carries `fleet` for `pool` at its roster `version`, and nothing else.
+pub fn fleet_update(pool: &PoolRef, version: u64, fleet: &FleetHealth) -> pb::RosterUpdate {
+    pb::RosterUpdate {
+        pool: Some(pool.into()),
+        version,
+        fleet: Some(Box::new(fleet.into())),
+        ..pb::RosterUpdate::default()
     }
 }
 

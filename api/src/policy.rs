@@ -156,6 +156,10 @@ pub struct HealthCheck {
     pub unhealthy_threshold: u32,
     /// The service `GRPC` checks ask about; empty for the server as a whole.
     pub grpc_service: String,
+    /// Fleet health: how many sidecars probe each endpoint for the whole pool, their verdicts
+    /// shared through the controller (at most 16). `0`, or a pool with no more sidecars than
+    /// this, has every sidecar probe every endpoint.
+    pub checkers: u32,
 }
 
 impl Default for HealthCheck {
@@ -170,9 +174,15 @@ impl Default for HealthCheck {
             healthy_threshold: 2,
             unhealthy_threshold: 3,
             grpc_service: String::new(),
+            checkers: DEFAULT_CHECKERS,
         }
     }
 }
+
+/// Checkers per endpoint when the policy does not say.
+pub const DEFAULT_CHECKERS: u32 = 3;
+/// Most checkers per endpoint a policy may ask for.
+pub const MAX_CHECKERS: u32 = 16;
 
 /// Kind of active probe. TCP is the default: it is safe against any listening server, where an
 /// HTTP path that the application does not serve would eject every endpoint.

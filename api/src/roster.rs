@@ -41,6 +41,34 @@ pub struct WatchRequest {
     pub accepts_deltas: bool,
     /// Rosters the caller holds from an earlier stream.
     pub held: Vec<HeldRoster>,
+    /// The caller takes part in fleet health: it probes what it is assigned.
+    pub fleet_health: bool,
+}
+
+/// The fleet's health checking of one pool as one sidecar takes part in it (the `.proto`
+/// contract, "Fleet health").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FleetHealth {
+    /// The roster version whose endpoints the lists name.
+    pub roster_version: u64,
+    /// Everyone probes every endpoint.
+    pub probe_all: bool,
+    pub checkers: u32,
+    /// The endpoints this sidecar checks.
+    pub assigned: Vec<SocketAddr>,
+    /// No checker's verdict for two probe intervals: probe them yourself.
+    pub unchecked: Vec<SocketAddr>,
+    /// No checker's verdict yet.
+    pub pending: Vec<SocketAddr>,
+    /// The fleet says their health check fails.
+    pub failing: Vec<SocketAddr>,
+}
+
+/// A fleet-health checker's verdict on one endpoint: its probes' debounced judgement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum ProbeVerdict {
+    Passing,
+    Failing,
 }
 
 /// A roster a sidecar holds: which version, and its fingerprint (`crate::delta::fingerprint`).
@@ -137,6 +165,8 @@ pub struct EndpointHealth {
     pub last_error: Option<String>,
     /// Would be ejected, kept eligible by `maxEjectionPercent`.
     pub ejection_suppressed: bool,
+    /// As a fleet-health checker of the endpoint: its probes' verdict.
+    pub probe: Option<ProbeVerdict>,
 }
 
 /// The health of one pool as one sidecar sees it: complete, or (`ReportChanges`) the entries

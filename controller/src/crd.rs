@@ -100,6 +100,46 @@ pub struct BackendPoolStatus {
     /// Endpoints that at least one sidecar has ejected.
     #[serde(default)]
     pub ejections: Vec<Ejection>,
+    /// Fleet health: how the endpoints' health checks are shared out, when sidecars take part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet_health: Option<FleetHealthStatus>,
+}
+
+/// How a pool's endpoints are checked when sidecars share the health checks (fleet health).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetHealthStatus {
+    /// Checkers per endpoint (`healthCheck.checkers`).
+    pub checkers: u32,
+    /// Sidecars taking part.
+    pub sidecars: u32,
+    /// Every sidecar probes every endpoint: checkers is 0, or there are no more sidecars.
+    pub probe_all: bool,
+    /// Endpoints all of whose checkers give a verdict.
+    pub fully_checked: u32,
+    /// Endpoints some of whose checkers give a verdict.
+    pub partly_checked: u32,
+    /// Endpoints whose checkers have not given a verdict yet.
+    pub pending: u32,
+    /// Endpoints no checker has given a verdict on for two probe intervals: every sidecar
+    /// probes them itself.
+    pub unchecked: u32,
+    /// Endpoints most of their checkers fail, with how many agree (the first 20 by address).
+    #[serde(default)]
+    pub failing: Vec<FleetFailing>,
+    /// Failing endpoints kept in by `maxEjectionPercent`.
+    pub capped: u32,
+}
+
+/// One endpoint the fleet's checkers fail.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetFailing {
+    pub address: String,
+    /// Checkers whose probes fail it.
+    pub failing: u32,
+    /// Checkers that give a verdict.
+    pub of: u32,
 }
 
 /// Endpoints by the state most sidecars report for them.

@@ -10,6 +10,7 @@ pub mod app;
 pub mod crd;
 #[cfg(test)]
 mod fixtures;
+pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;

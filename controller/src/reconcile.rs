@@ -71,6 +71,8 @@ pub struct Context {
     pub services: Store<Service>,
     pub hub: Arc<RosterHub>,
     pub reports: Arc<ReportStore>,
+    /// Fleet health's views, for the status.
+    pub fleet: Arc<crate::fleet::Fleet>,
     pub metrics: Metrics,
     pub coalescer: Mutex<Coalescer>,
     /// Bounds the status writes of all pools together.

@@ -162,6 +162,7 @@ pub async fn run(
         services: svc_reader,
         hub: state.hub.clone(),
         reports: state.reports.clone(),
+        fleet: state.fleet.clone(),
         metrics: state.metrics.clone(),
         coalescer: Mutex::new(Coalescer::new(settings.status_interval)),
         pacer: Mutex::new(crate::status::Pacer::new(

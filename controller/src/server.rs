@@ -120,6 +120,8 @@ pub struct State {
     pub sessions: Arc<sessions::Sessions>,
     /// The zones verified sidecars run in.
     pub zones: Arc<zones::Zones>,
+    /// Fleet health: who checks what, and the fleet's verdicts.
+    pub fleet: Arc<crate::fleet::Fleet>,
 }
 
 impl State {
@@ -144,6 +146,7 @@ impl State {
             }),
             auth: Arc::new(auth::Authenticator::with_metrics(mode, metrics.clone())),
             sessions: Arc::default(),
+            fleet: Arc::default(),
         }
     }
 
@@ -178,6 +181,14 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
     let admission = gate::Gate::new(state.auth.clone(), limits, state.metrics.clone());
+    // The fleet's views live as long as the server that streams them.
+    let closing = state.clone();
+    let _fleet = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(crate::fleet::run(
+        state.fleet.clone(),
+        state.hub.clone(),
+        state.reports.clone(),
+        async move { closing.closed().await },
+    )));
     let svc = RosterServer::new(RosterService::new(state, limits))
         .max_decoding_message_size(limits.largest())
         .max_encoding_message_size(limits.max_encoding_message_size);

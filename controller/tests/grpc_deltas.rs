@@ -20,6 +20,7 @@ async fn watch_deltas(
     let mut sidecar = sidecar();
     sidecar.pod = pod.to_string();
     let req = WatchRequest {
+        fleet_health: false,
         sidecar,
         pools: vec![pool("web")],
         accepts_deltas: true,
@@ -179,6 +180,7 @@ async fn a_reconnect_naming_the_roster_it_holds_gets_an_empty_delta_not_the_rost
         let mut sidecar = sidecar();
         sidecar.pod = "front-r1".into();
         let mut req = pb::WatchRequest::from(&WatchRequest {
+            fleet_health: false,
             sidecar,
             pools: vec![pool("web")],
             accepts_deltas: true,

@@ -20,6 +20,7 @@ fn health(state: EndpointState) -> HealthReport {
             roster_version: 7,
             panic: false,
             endpoints: vec![EndpointHealth {
+                probe: None,
                 addr: "10.0.0.0:8080".parse().unwrap(),
                 state,
                 reason: "ConsecutiveGatewayErrors".into(),
@@ -235,6 +236,7 @@ async fn starting_and_ending_a_watch_asks_for_a_status_update() {
 /// `roster(n)`'s endpoint `i`, reported in `state`.
 fn entry(i: usize, state: EndpointState) -> EndpointHealth {
     EndpointHealth {
+        probe: None,
         addr: format!("10.0.{}.{}:8080", i / 256 % 256, i % 256)
             .parse()
             .unwrap(),

@@ -152,6 +152,7 @@ async fn malformed_messages_are_refused_and_the_server_keeps_serving() {
 
     let mut c = client(srv.addr).await;
     let bad_ref = pb::WatchRequest {
+        fleet_health: false,
         sidecar: None,
         pools: vec![pb::PoolRef {
             namespace: "Shop!".into(),
@@ -184,6 +185,7 @@ async fn oversized_messages_are_refused_and_the_server_keeps_serving() {
     let mut c = client(srv.addr).await;
 
     let huge = pb::WatchRequest {
+        fleet_health: false,
         sidecar: None,
         pools: vec![pb::PoolRef {
             namespace: "shop".into(),
@@ -197,6 +199,7 @@ async fn oversized_messages_are_refused_and_the_server_keeps_serving() {
 
     let many: Vec<&str> = vec!["a", "b", "c", "d", "e"];
     let req = WatchRequest {
+        fleet_health: false,
         sidecar: sidecar(),
         pools: many.iter().map(|p| pool(p)).collect(),
         accepts_deltas: false,

@@ -69,6 +69,10 @@ struct Args {
     /// channel gives the pod's token, and its routing, to anyone on the path).
     #[arg(long, env = "ROLLCALL_INSECURE_PLAINTEXT_CONTROLLER")]
     insecure_plaintext_controller: bool,
+    /// Probe every endpoint here instead of taking part in fleet health (where the controller
+    /// assigns each endpoint a few checkers and shares their verdicts).
+    #[arg(long, env = "ROLLCALL_NO_FLEET_HEALTH")]
+    no_fleet_health: bool,
     /// An empty health report after this long without one, so the controller knows we live.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     report_heartbeat: Duration,
@@ -214,6 +218,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 .or(args.controller_ca_pem.map(ControllerCa::Pem));
             roster.controller_server_name = args.controller_server_name;
             roster.insecure_plaintext = args.insecure_plaintext_controller;
+            roster.fleet_health = !args.no_fleet_health;
             sidecar::start_controlled_with(
                 ControlledOptions {
                     admin_listen: args.admin_listen,

@@ -26,7 +26,10 @@ pub struct Metrics {
     /// Probe-failure ejections not made because real requests kept succeeding.
     pub probe_overrules: IntCounterVec,
     pub probes: IntCounterVec,
+    pub fleet_probes: IntCounterVec,
+    pub fleet_verdicts: IntCounterVec,
     pub panic: IntGaugeVec,
+    pub fleet_fallback: IntGaugeVec,
     pub retries: IntCounterVec,
     /// Idle connections closed because the pool's idle budget was full.
     pub idle_evictions: IntCounterVec,
@@ -79,6 +82,16 @@ impl Metrics {
             "rollcall_probes_total",
             "Active probe results, by pool, endpoint and result",
             &["pool", "endpoint", "result"],
+        )?;
+        let fleet_probes = counter(
+            "rollcall_fleet_probes_total",
+            "Active probes sent, by pool and why this sidecar probes the endpoint itself (fleet health): assigned, unchecked, fallback or everyone",
+            &["pool", "role"],
+        )?;
+        let fleet_verdicts = counter(
+            "rollcall_fleet_verdicts_total",
+            "The fleet's verdicts fed to the health machine as probe evidence, by pool and verdict",
+            &["pool", "verdict"],
         )?;
         let retries = counter(
             "rollcall_retries_total",
@@ -140,6 +153,14 @@ impl Metrics {
             &["pool"],
         )?;
         registry.register(Box::new(panic.clone()))?;
+        let fleet_fallback = IntGaugeVec::new(
+            Opts::new(
+                "rollcall_fleet_fallback",
+                "1 while the pool probes every endpoint itself because the controller has been unreachable for two probe intervals (fleet health)",
+            ),
+            &["pool"],
+        )?;
+        registry.register(Box::new(fleet_fallback.clone()))?;
         Ok(Self {
             registry,
             requests,
@@ -150,7 +171,10 @@ impl Metrics {
             ejections_suppressed,
             probe_overrules,
             probes,
+            fleet_probes,
+            fleet_verdicts,
             panic,
+            fleet_fallback,
             retries,
             idle_evictions,
             config_reloads,
@@ -210,6 +234,13 @@ impl Metrics {
         let _ = self.panic.remove_label_values(&[pool]);
         let _ = self.request_duration.remove_label_values(&[pool]);
         let _ = self.verdicts_dropped.remove_label_values(&[pool]);
+        let _ = self.fleet_fallback.remove_label_values(&[pool]);
+        for role in crate::pool::fleet::ROLES {
+            let _ = self.fleet_probes.remove_label_values(&[pool, role]);
+        }
+        for verdict in ["passing", "failing"] {
+            let _ = self.fleet_verdicts.remove_label_values(&[pool, verdict]);
+        }
     }
 }
 

@@ -97,6 +97,28 @@ impl Runtime {
         }
     }
 
+    /// The controller's fleet-health word for pool `name` (`None`: probe everything).
+    pub fn follow_fleet(&self, name: &str, fleet: Option<rollcall_api::roster::FleetHealth>) {
+        if let Some(running) = self.pools.lock().get(name) {
+            running.pool.follow_fleet(fleet);
+        }
+    }
+
+    /// Whether pool `name` routes to `addr` now (`None`: no such pool). Reads the routing
+    /// snapshot the requests read: cheap enough to poll (benchmarks do, across a fleet).
+    pub fn routes_to(&self, name: &str, addr: SocketAddr) -> Option<bool> {
+        let pools = self.pools.lock();
+        Some(pools.get(name)?.pool.routing().routes_to(addr))
+    }
+
+    /// The stream to the controller ended: every pool's fleet assignment stands for two probe
+    /// intervals, then each probes all its endpoints itself until the controller speaks again.
+    pub fn fleet_lost(&self) {
+        for running in self.pools.lock().values() {
+            running.pool.fleet_lost();
+        }
+    }
+
     /// Make the running pools match `config`. On a bind failure the pools that did start keep
     /// running and the error says which listen address failed.
     pub async fn apply(&self, config: &SidecarConfig) -> Result<(), std::io::Error> {

@@ -158,6 +158,7 @@ fn sidecar() -> Option<pb::SidecarIdentity> {
 
 fn watch() -> pb::WatchRequest {
     pb::WatchRequest {
+        fleet_health: false,
         sidecar: sidecar(),
         pools: vec![pool_ref("web").unwrap(), pool_ref("api").unwrap()],
         accepts_deltas: true,
@@ -171,6 +172,7 @@ fn watch() -> pb::WatchRequest {
 
 fn report() -> pb::HealthReport {
     let endpoint = |i: u8, state: pb::EndpointState, reason: &str| pb::EndpointHealth {
+        probe: 0,
         ip: format!("10.0.0.{i}"),
         port: 8080,
         state: state.into(),
@@ -216,6 +218,7 @@ fn endpoint(i: u8) -> pb::Endpoint {
 
 fn full() -> pb::RosterUpdate {
     pb::RosterUpdate {
+        fleet: None,
         pool: pool_ref("web"),
         version: 1,
         state: Some(pb::roster_update::State::Roster(pb::PoolRoster {

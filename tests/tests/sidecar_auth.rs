@@ -75,6 +75,7 @@ async fn client(world: &World) -> RosterClient<Channel> {
 
 fn watch_request(who: &PodIdentity, pools: &[(&str, &str)]) -> pb::WatchRequest {
     pb::WatchRequest {
+        fleet_health: false,
         sidecar: Some(pb::SidecarIdentity {
             pod: who.pod.clone(),
             namespace: who.namespace.clone(),
@@ -319,6 +320,7 @@ async fn report(world: &World, token: &str) -> Reporter {
 
 fn health(ip: &str, port: u32, reason: &str, last_error: &str) -> pb::EndpointHealth {
     pb::EndpointHealth {
+        probe: 0,
         ip: ip.into(),
         port,
         state: pb::EndpointState::Ejected.into(),

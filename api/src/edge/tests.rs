@@ -163,6 +163,7 @@ fn health_report_round_trips_and_unset_state_is_unknown() {
             roster_version: 7,
             panic: true,
             endpoints: vec![EndpointHealth {
+                probe: None,
                 addr: "[fd00::1]:8080".parse().unwrap(),
                 state: EndpointState::Ejected,
                 reason: "ConsecutiveGatewayErrors".into(),

@@ -83,6 +83,15 @@ impl PoolPolicy {
                 "must be at least 1".into(),
             );
             check(
+                hc.checkers <= super::MAX_CHECKERS,
+                "healthCheck.checkers",
+                format!(
+                    "must be at most {}, got {}",
+                    super::MAX_CHECKERS,
+                    hc.checkers
+                ),
+            );
+            check(
                 hc.jitter.get() <= 100.0,
                 "healthCheck.jitter",
                 format!("must be at most 100%, got {}", hc.jitter),

@@ -53,6 +53,11 @@ pub(super) const EDITS: &[(&[&str], Edit)] = &[
     (&["healthCheck", "healthyThreshold"], Maximum(100.0)),
     (&["healthCheck", "unhealthyThreshold"], Minimum(1.0)),
     (&["healthCheck", "unhealthyThreshold"], Maximum(100.0)),
+    (&["healthCheck", "checkers"], Minimum(0.0)),
+    (
+        &["healthCheck", "checkers"],
+        Maximum(rollcall_api::policy::MAX_CHECKERS as f64),
+    ),
     (&["healthCheck", "jitter"], MaxLength(PERCENT_MAX_LEN)),
     (&["healthCheck", "jitter"], Pattern(PERCENT_0_100)),
     (&["healthCheck", "path"], MaxLength(1024)),

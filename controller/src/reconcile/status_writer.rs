@@ -82,9 +82,10 @@ pub async fn update(ctx: &Context, object: &PoolObject) -> Result<Next> {
         (summary, reports.reporting() as usize)
     });
     let status::Aggregated {
-        status: desired,
+        status: mut desired,
         majority,
     } = summary;
+    desired.fleet_health = ctx.fleet.view(&key).map(|view| crate::fleet::status(&view));
     let at = Instant::now();
     let reported_before = pool
         .status

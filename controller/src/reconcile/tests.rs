@@ -45,6 +45,7 @@ fn context(services: Vec<Service>, slices: Vec<EndpointSlice>) -> (Arc<Context>,
         index.apply(&watcher::Event::Apply(slice.clone()));
     }
     let ctx = Context {
+        fleet: std::sync::Arc::default(),
         client: Client::new(svc, "default"),
         slice_index: Arc::new(Mutex::new(index)),
         services: store(services),

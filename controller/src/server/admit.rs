@@ -82,6 +82,7 @@ mod tests {
 
     fn health(addr: &str, reason: &str, error: Option<&str>) -> EndpointHealth {
         EndpointHealth {
+            probe: None,
             addr: addr.parse().unwrap(),
             state: EndpointState::Ejected,
             reason: reason.into(),

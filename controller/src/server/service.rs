@@ -10,11 +10,13 @@ use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt, stream};
 use prometheus::IntGauge;
+use rollcall_api::edge;
 use rollcall_api::proto::encoded::EncodedRosterUpdate;
 use rollcall_api::proto::encoded::v1 as encoded;
 use rollcall_api::proto::v1 as pb;
 use rollcall_api::roster::{
-    HealthReport, HeldRoster, PoolRef, PoolState, UnavailableReason, WatchRequest, ZONE_METADATA,
+    FleetHealth, HealthReport, HeldRoster, PoolRef, PoolState, UnavailableReason, WatchRequest,
+    ZONE_METADATA,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -29,6 +31,7 @@ use super::gate::Admitted;
 use super::grants;
 use super::sessions::{PodKey, Sessions};
 use super::{Caller, Limits, State};
+use crate::fleet::{Fleet, Member, View};
 use crate::roster::hub::Published;
 use crate::status::{ReportStore, StreamId};
 use crate::unix_ms;
@@ -220,6 +223,25 @@ impl encoded::roster_server::Roster for RosterService {
         metrics
             .snapshot_seconds
             .observe(started.elapsed().as_secs_f64());
+        // Fleet health: the pod takes part in each pool it may watch; its stream carries its
+        // part of each pool's view whenever that changes.
+        let mut memberships = Vec::new();
+        let mut fleet_streams = Vec::new();
+        if request.fleet_health
+            && let Some(pod) = caller.pod(Some(&request.sidecar))
+        {
+            let stream_id = self.state.fleet.stream_id();
+            for pool in &allowed {
+                let member = Member {
+                    pod: pod.clone(),
+                    node: caller.verified.as_ref().and_then(|id| id.node.clone()),
+                    zone: zone.clone(),
+                };
+                let (membership, rx) = self.state.fleet.join(pool, member, stream_id);
+                memberships.push(membership);
+                fleet_streams.push(fleet_messages(pool.clone(), pod.clone(), rx));
+            }
+        }
         // One Watch per pod: a newer one ends this one.
         let granted = grants::granted(caller.verified.as_ref(), &allowed);
         let session = caller
@@ -233,7 +255,7 @@ impl encoded::roster_server::Roster for RosterService {
             session.map(|(pod, s)| (self.state.sessions.clone(), pod, s.id)),
         );
         let latency = metrics.push_latency_seconds.clone();
-        let changes = stream::select_all(receivers.into_iter().map(move |(rx, mut sent)| {
+        let rosters = receivers.into_iter().map(move |(rx, mut sent)| {
             let latency = latency.clone();
             WatchStream::from_changes(rx)
                 .flat_map(move |slot| {
@@ -244,7 +266,8 @@ impl encoded::roster_server::Roster for RosterService {
                     stream::iter(out)
                 })
                 .boxed()
-        }));
+        });
+        let changes = stream::select_all(rosters.chain(fleet_streams));
         let pushes = metrics.roster_pushes.clone();
         let state = self.state.clone();
         let closing = self.state.closing.clone();
@@ -285,7 +308,7 @@ impl encoded::roster_server::Roster for RosterService {
         let updates = stream::iter(snapshot)
             .chain(changes)
             .map(move |u| {
-                let _alive = &guard;
+                let _alive = (&guard, &memberships);
                 pushes.inc();
                 Ok(u)
             })
@@ -379,6 +402,8 @@ impl RosterService {
             id: store.open(caller.attribute(None), Instant::now()),
             session: pod.clone().map(|p| self.state.sessions.begin_report(p)),
             pod,
+            fleet: self.state.fleet.clone(),
+            votes: self.state.fleet.stream_id(),
         };
         let id = open.id;
         let mut named = caller.claimed.is_some() || authenticated;
@@ -456,6 +481,9 @@ impl RosterService {
                         if admit(&mut pool, &published.addresses) > 0 {
                             self.count("trimmed", &mut summary.ignored);
                         }
+                        if let Some(pod) = &open.pod {
+                            self.state.fleet.record(pod, open.votes, &pool);
+                        }
                         match feedback {
                             None => store.record(id, pool, now),
                             Some(feedback) => {
@@ -506,11 +534,17 @@ struct OpenReport {
     id: StreamId,
     pod: Option<PodKey>,
     session: Option<super::sessions::Session>,
+    /// Where its fleet-health verdicts count, and under which stream id.
+    fleet: Arc<Fleet>,
+    votes: u64,
 }
 
 impl Drop for OpenReport {
     fn drop(&mut self) {
         self.store.close(self.id);
+        if let Some(pod) = &self.pod {
+            self.fleet.forget_votes(pod, self.votes);
+        }
         if let (Some(pod), Some(session)) = (&self.pod, &self.session) {
             self.sessions.end_report(pod, session.id);
         }
@@ -588,6 +622,29 @@ fn ask_complete(
     }
 }
 
+/// One pool's fleet view as `pod`'s messages: its `FleetHealth` each time that changes.
+fn fleet_messages(
+    pool: PoolRef,
+    pod: PodKey,
+    rx: tokio::sync::watch::Receiver<Option<Arc<View>>>,
+) -> Pin<Box<dyn Stream<Item = EncodedRosterUpdate> + Send>> {
+    let mut last: Option<FleetHealth> = None;
+    WatchStream::new(rx)
+        .filter_map(move |view| {
+            let message = view.and_then(|view| {
+                let health = view.health_for(&pod);
+                if last.as_ref() == Some(&health) {
+                    return None;
+                }
+                let message = edge::fleet_update(&pool, view.roster_version, &health);
+                last = Some(health);
+                Some(EncodedRosterUpdate::new(&message))
+            });
+            std::future::ready(message)
+        })
+        .boxed()
+}
+
 fn forbidden(pool: &PoolRef) -> EncodedRosterUpdate {
     EncodedRosterUpdate::new(&pb::RosterUpdate {
         pool: Some(pool.into()),
@@ -601,6 +658,7 @@ fn forbidden(pool: &PoolRef) -> EncodedRosterUpdate {
         })),
         continued: false,
         fingerprint: Vec::new(),
+        fleet: None,
     })
 }
 

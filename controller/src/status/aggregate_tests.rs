@@ -42,6 +42,7 @@ fn report(pod: &str, panic: bool, eps: &[(usize, EndpointState, &str, u64)]) -> 
         endpoints: eps
             .iter()
             .map(|(i, state, reason, since)| EndpointHealth {
+                probe: None,
                 addr: addr(*i),
                 state: *state,
                 reason: reason.to_string(),

@@ -139,6 +139,24 @@ pub fn transitions(
             pod: None,
         });
     }
+    match (unchecked(previous), unchecked(Some(next))) {
+        (0, n) if n > 0 => out.push(Transition {
+            reason: "FleetHealthFallback",
+            note: format!(
+                "{n} endpoints have had no checker's verdict for two probe intervals: every \
+                 sidecar probes them itself until their checkers report"
+            ),
+            warning: true,
+            pod: None,
+        }),
+        (n, 0) if n > 0 => out.push(Transition {
+            reason: "FleetHealthRestored",
+            note: "every endpoint has a checker's verdict again".into(),
+            warning: false,
+            pod: None,
+        }),
+        _ => {}
+    }
     match (panicking(previous), panicking(Some(next))) {
         (false, true) => out.push(Transition {
             reason: "PanicModeEntered",
@@ -155,6 +173,13 @@ pub fn transitions(
         _ => {}
     }
     out
+}
+
+/// Endpoints fleet health left unchecked (every sidecar probes them itself).
+fn unchecked(status: Option<&BackendPoolStatus>) -> u32 {
+    status
+        .and_then(|s| s.fleet_health.as_ref())
+        .map_or(0, |f| f.unchecked)
 }
 
 fn ready(
@@ -298,6 +323,31 @@ mod tests {
         // A tie is not a majority.
         let tie = status(vec![ejection(4, 2, 4)], false);
         assert!(from_written(None, &tie).is_empty());
+    }
+
+    #[test]
+    fn endpoints_left_unchecked_by_fleet_health_are_an_event_and_so_is_their_return() {
+        let with_unchecked = |n: u32| BackendPoolStatus {
+            fleet_health: Some(crate::crd::FleetHealthStatus {
+                checkers: 3,
+                sidecars: 10,
+                unchecked: n,
+                ..Default::default()
+            }),
+            ..status(Vec::new(), false)
+        };
+        let fallback = from_written(Some(&with_unchecked(0)), &with_unchecked(4));
+        assert_eq!(
+            fallback.iter().map(|t| t.reason).collect::<Vec<_>>(),
+            ["FleetHealthFallback"]
+        );
+        assert!(fallback[0].note.starts_with("4 endpoints"), "{fallback:?}");
+        assert!(from_written(Some(&with_unchecked(4)), &with_unchecked(2)).is_empty());
+        let restored = from_written(Some(&with_unchecked(2)), &with_unchecked(0));
+        assert_eq!(restored[0].reason, "FleetHealthRestored");
+        // No fleet health before: the first unchecked endpoints are news.
+        let first = from_written(Some(&status(Vec::new(), false)), &with_unchecked(1));
+        assert_eq!(first[0].reason, "FleetHealthFallback");
     }
 
     #[test]

@@ -10,6 +10,7 @@ fn addr(i: u64) -> SocketAddr {
 
 fn ejecting(reason: &str, since: u64, error: Option<&str>) -> EndpointHealth {
     EndpointHealth {
+        probe: None,
         addr: addr(0),
         state: EndpointState::Ejected,
         reason: reason.into(),

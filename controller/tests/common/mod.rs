@@ -127,6 +127,7 @@ pub async fn watch_as(
     let mut sidecar = sidecar();
     sidecar.pod = pod.to_string();
     let req = WatchRequest {
+        fleet_health: false,
         sidecar,
         pools: pools.iter().map(|p| pool(p)).collect(),
         accepts_deltas: false,

@@ -39,6 +39,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use rollcall_api::roster::ProbeVerdict;
+
 use crate::outcome::Verdict;
 use crate::outlier::ErrorRateWindow;
 
@@ -108,6 +110,57 @@ impl PoolHealth {
         detail: &str,
         now: Instant,
     ) -> Vec<Event> {
+        let unhealthy = self.settings.unhealthy_probes();
+        let healthy = self.settings.healthy_probes();
+        if let Some(ep) = self.endpoints.get_mut(&addr) {
+            ep.judge_own_probe(ok, unhealthy, healthy);
+        }
+        self.probe_evidence(addr, ok, 1, detail, now)
+    }
+
+    /// The fleet's verdict on an endpoint this sidecar does not probe itself (fleet health), as
+    /// probe evidence: the checkers behind it have seen a whole run of probes, so a failing
+    /// verdict counts as `unhealthyThreshold` failures in a row and a passing one as
+    /// `healthyThreshold` successes. Everything else is as for a probe of its own: real requests
+    /// that succeed still overrule a failing health check, and the ejection budget holds.
+    pub fn record_fleet_verdict(
+        &mut self,
+        addr: SocketAddr,
+        passing: bool,
+        detail: &str,
+        now: Instant,
+    ) -> Vec<Event> {
+        let run = if passing {
+            self.settings.healthy_probes()
+        } else {
+            self.settings.unhealthy_probes()
+        };
+        self.probe_evidence(addr, passing, run, detail, now)
+    }
+
+    /// What this sidecar's own probes say of `addr`, for the fleet (`None` before they say
+    /// anything, or once it stopped probing it: [`PoolHealth::forget_own_probes`]).
+    pub fn own_probe_verdict(&self, addr: SocketAddr) -> Option<ProbeVerdict> {
+        self.endpoints.get(&addr).and_then(|ep| ep.own_verdict)
+    }
+
+    /// This sidecar stopped probing `addr` (another checks it for the fleet): what its own
+    /// probes said no longer stands.
+    pub fn forget_own_probes(&mut self, addr: SocketAddr) {
+        if let Some(ep) = self.endpoints.get_mut(&addr) {
+            ep.own_verdict = None;
+        }
+    }
+
+    /// Probe evidence worth `run` results in a row, all `ok` or all failing.
+    fn probe_evidence(
+        &mut self,
+        addr: SocketAddr,
+        ok: bool,
+        run: u32,
+        detail: &str,
+        now: Instant,
+    ) -> Vec<Event> {
         let mut events = Vec::new();
         // Only a failure can trip an ejection; the pool-wide count is O(endpoints), so it is
         // not paid on every success.
@@ -128,12 +181,14 @@ impl PoolHealth {
             return events;
         }
         if ok {
-            ep.probe_ok = ep.probe_ok.saturating_add(1);
+            ep.probe_ok = ep.probe_ok.saturating_add(run);
             ep.probe_fail.reset();
             ep.probes_overruled = false;
         } else {
             ep.probe_ok = 0;
-            ep.probe_fail.failure();
+            for _ in 0..run.max(1) {
+                ep.probe_fail.failure();
+            }
             if ep.state == State::Ejected {
                 ep.probes_saw_fault = true;
             }

@@ -24,14 +24,27 @@ use tokio::sync::watch;
 
 use crate::grpc_status::{self as grpc, Code};
 
+/// When a probe task's first probe goes out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirstProbe {
+    /// Almost at once (a little jitter): a new endpoint's `Unknown` resolves fast.
+    Soon,
+    /// At a random moment within one interval: a whole pool's probes starting together (a
+    /// sidecar falling back to probing everything itself, as every sidecar of the fleet does
+    /// when the controller goes) are spread out instead of reaching every backend at once.
+    Spread,
+}
+
 /// Probe `addr` with the check `settings` holds now, until `report` returns `false` or the
 /// settings go away. `report(ok, detail)` gets every result.
 pub async fn run(
     addr: SocketAddr,
     mut settings: watch::Receiver<ProbeSpec>,
+    start: FirstProbe,
     mut report: impl FnMut(bool, String) -> bool,
 ) {
     let mut first = true;
+    let mut start = start;
     let mut streak = Streak::default();
     loop {
         let spec = settings.borrow_and_update().clone();
@@ -42,10 +55,17 @@ pub async fn run(
                 return;
             }
             first = true;
+            // Turned back on by a reload: as soon as possible.
+            start = FirstProbe::Soon;
             streak = Streak::default();
             continue;
         }
-        let wait = if first {
+        let wait = if first && start == FirstProbe::Spread {
+            check
+                .interval
+                .get()
+                .mul_f64(rand::rng().random_range(0.0..1.0))
+        } else if first {
             jitter(Duration::from_millis(100), check.jitter.fraction().max(0.5))
         } else {
             jitter(streak.interval(check), check.jitter.fraction())

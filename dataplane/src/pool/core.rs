@@ -72,6 +72,10 @@ impl Core {
         }
     }
 
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
     pub(super) fn settings(&self) -> &Arc<PoolSettings> {
         &self.settings
     }
@@ -146,6 +150,44 @@ impl Core {
             .inc();
         let events = self.health.record_probe(addr, ok, detail, now);
         self.apply(events);
+    }
+
+    /// The fleet's verdict on an endpoint this sidecar does not probe (fleet health), as probe
+    /// evidence.
+    pub(super) fn record_fleet_verdict(&mut self, addr: SocketAddr, passing: bool, now: Instant) {
+        let (label, detail) = if passing {
+            ("passing", "")
+        } else {
+            ("failing", "the fleet's checkers: the health check fails")
+        };
+        self.metrics
+            .fleet_verdicts
+            .with_label_values(&[&*self.name, label])
+            .inc();
+        let events = self.health.record_fleet_verdict(addr, passing, detail, now);
+        self.apply(events);
+    }
+
+    /// Count one probe this sidecar made itself, by why it probes the endpoint.
+    pub(super) fn count_fleet_probe(&self, role: super::fleet::Role) {
+        self.metrics
+            .fleet_probes
+            .with_label_values(&[&*self.name, role.label()])
+            .inc();
+    }
+
+    /// Whether the pool probes everything itself for want of the controller (fleet health).
+    pub(super) fn set_fleet_fallback(&self, on: bool) {
+        self.metrics
+            .fleet_fallback
+            .with_label_values(&[&*self.name])
+            .set(i64::from(on));
+    }
+
+    /// This sidecar stopped probing `addr` itself: what its probes said no longer stands.
+    pub(super) fn forget_own_probes(&mut self, addr: SocketAddr) {
+        self.health.forget_own_probes(addr);
+        self.dirty = true;
     }
 
     /// Expiries, slow start, panic, idle connections, and finished drains. Returns the

@@ -27,6 +27,7 @@ use crate::retry::{RetryBudget, RetryReason};
 
 mod core;
 mod endpoint;
+pub mod fleet;
 mod owner;
 mod routing;
 mod settings;
@@ -180,6 +181,18 @@ impl Pool {
     /// Route by `zone` from now on (zone-aware routing, when the pool enables it).
     pub fn set_local_zone(&self, zone: Arc<str>) {
         let _ = self.owner.send(Message::LocalZone { zone });
+    }
+
+    /// The controller's fleet-health word for this pool (`None`: nothing to follow, probe
+    /// everything; see `fleet`).
+    pub fn follow_fleet(&self, fleet: Option<rollcall_api::roster::FleetHealth>) {
+        let _ = self.owner.send(Message::Fleet { fleet });
+    }
+
+    /// The stream to the controller ended: the fleet assignment stands for two probe
+    /// intervals, then every endpoint is probed here until the controller speaks again.
+    pub fn fleet_lost(&self) {
+        let _ = self.owner.send(Message::FleetLost);
     }
 
     /// A try's verdict for the health machine (`proxy::try_record` settles each try with one).

@@ -18,16 +18,18 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rollcall_api::policy::HealthCheckType;
+use rollcall_api::roster::FleetHealth;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::core::Core;
+use super::fleet::{self, FleetState};
 use super::routing::Routing;
 use super::settings::PoolSettings;
 use super::view::PoolView;
 use crate::config::EndpointConfig;
-use crate::health::probe::{self, ProbeSpec};
+use crate::health::probe::{self, FirstProbe, ProbeSpec};
 use crate::outcome::Verdict;
 
 /// How often the owner re-evaluates ejection expiry, slow start, panic and draining.
@@ -66,6 +68,12 @@ pub(super) enum Message {
     LocalZone {
         zone: Arc<str>,
     },
+    /// The controller's fleet-health word for the pool (`None`: probe everything).
+    Fleet {
+        fleet: Option<FleetHealth>,
+    },
+    /// The stream to the controller ended.
+    FleetLost,
     Shutdown {
         done: oneshot::Sender<()>,
     },
@@ -78,6 +86,8 @@ struct Owner {
     evidence: mpsc::WeakUnboundedSender<Message>,
     health_check: watch::Sender<ProbeSpec>,
     probes: HashMap<SocketAddr, AbortHandle>,
+    /// Which endpoints are probed here and the fleet's verdicts on the rest.
+    fleet: FleetState,
 }
 
 /// Run the owner until the pool shuts down or every handle to it is gone.
@@ -98,13 +108,22 @@ pub(super) async fn run(
         evidence,
         health_check,
         probes: HashMap::new(),
+        fleet: FleetState::default(),
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut batch = Vec::with_capacity(BATCH);
     let mut requests = Vec::with_capacity(BATCH);
     loop {
+        let fallback_at = owner.fleet.fallback_at();
+        let fallback = async {
+            match fallback_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            () = fallback => owner.fall_back(Instant::now()),
             received = inbox.recv_many(&mut batch, BATCH) => {
                 if received == 0 {
                     break;
@@ -129,11 +148,14 @@ pub(super) async fn run(
                 }
             }
             _ = tick.tick() => {
-                for addr in owner.core.tick(Instant::now()) {
+                let now = Instant::now();
+                for addr in owner.core.tick(now) {
                     if let Some(probe) = owner.probes.remove(&addr) {
                         probe.abort();
                     }
                 }
+                owner.fall_back(now);
+                owner.feed_fleet_verdicts(now);
             }
         }
         owner.publish();
@@ -159,7 +181,23 @@ impl Owner {
     fn handle(&mut self, message: Message) -> bool {
         let now = Instant::now();
         match message {
-            Message::Probe { addr, ok, detail } => self.core.record_probe(addr, ok, &detail, now),
+            Message::Probe { addr, ok, detail } => {
+                if let Some(role) = self.fleet.probes(addr) {
+                    self.core.count_fleet_probe(role);
+                }
+                self.core.record_probe(addr, ok, &detail, now);
+            }
+            Message::Fleet { fleet } => {
+                let known: Vec<SocketAddr> = self.core.addresses().collect();
+                self.fleet.follow(fleet.as_ref(), known);
+                self.core.set_fleet_fallback(false);
+                self.sync_probes();
+                self.feed_fleet_verdicts(now);
+            }
+            Message::FleetLost => {
+                let grace = self.core.settings().policy.health_check.interval.get() * 2;
+                self.fleet.lost(now, grace);
+            }
             Message::Update {
                 roster,
                 settings,
@@ -169,14 +207,13 @@ impl Owner {
                     check: settings.policy.health_check.clone(),
                     http2: settings.http2,
                 };
-                let probing = spec.check.kind != HealthCheckType::None;
                 self.health_check.send_if_modified(|current| {
                     let changed = *current != spec;
                     *current = spec;
                     changed
                 });
-                let added = self.core.update(&roster, settings, now);
-                self.sync_probes(probing, added);
+                self.core.update(&roster, settings, now);
+                self.sync_probes();
                 self.publish();
                 let _ = done.send(());
             }
@@ -203,22 +240,41 @@ impl Owner {
         }
     }
 
-    /// One probe task per endpoint while a check is configured, none while probes are off (a
-    /// waiting task per endpoint was a quarter of the memory of a large pool): turning probes
-    /// on starts every endpoint's, turning them off ends them all.
-    fn sync_probes(&mut self, probing: bool, added: Vec<SocketAddr>) {
-        if !probing {
-            for (_, probe) in self.probes.drain() {
+    /// One probe task per endpoint this sidecar probes itself (all of them, unless fleet health
+    /// has others check some) while a check is configured, none while probes are off (a
+    /// waiting task per endpoint was a quarter of the memory of a large pool). An endpoint no
+    /// longer probed here loses what its probes said.
+    fn sync_probes(&mut self) {
+        let probing = self.core.settings().policy.health_check.kind != HealthCheckType::None;
+        let wanted: Vec<SocketAddr> = if probing {
+            self.core
+                .addresses()
+                .filter(|a| self.fleet.probes(*a).is_some())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let stopped: Vec<SocketAddr> = self
+            .probes
+            .keys()
+            .filter(|a| !wanted.contains(a))
+            .copied()
+            .collect();
+        for addr in stopped {
+            if let Some(probe) = self.probes.remove(&addr) {
                 probe.abort();
             }
-        } else if self.probes.is_empty() {
-            let all: Vec<SocketAddr> = self.core.addresses().collect();
-            for addr in all {
-                self.start_probe(addr);
-            }
-        } else {
-            for addr in added {
-                self.start_probe(addr);
+            self.core.forget_own_probes(addr);
+        }
+        for addr in wanted {
+            if !self.probes.contains_key(&addr) {
+                // Falling back, every endpoint's probe starts at once in every sidecar of the
+                // fleet: spread them over an interval (their health is known meanwhile).
+                let start = match self.fleet.probes(addr) {
+                    Some(fleet::Role::Fallback) => FirstProbe::Spread,
+                    _ => FirstProbe::Soon,
+                };
+                self.start_probe(addr, start);
             }
         }
         if self.probes.is_empty() {
@@ -227,14 +283,46 @@ impl Owner {
         }
     }
 
-    fn start_probe(&mut self, addr: SocketAddr) {
+    /// Probe every endpoint here once the controller has been gone for the grace (fleet
+    /// health): at the moment it runs out, or at the first tick after.
+    fn fall_back(&mut self, now: Instant) {
+        if self.fleet.expire(now) {
+            tracing::warn!(
+                pool = self.core.name(),
+                "no word from the controller for two probe intervals: probing every endpoint here"
+            );
+            self.core.set_fleet_fallback(true);
+            self.sync_probes();
+        }
+    }
+
+    /// Feed the health machine the fleet's verdicts that are due (fleet health).
+    fn feed_fleet_verdicts(&mut self, now: Instant) {
+        let check = &self.core.settings().policy.health_check;
+        if check.kind == HealthCheckType::None {
+            return;
+        }
+        let interval = check.interval.get();
+        let due = self.fleet.due(self.core.addresses(), now, interval);
+        for feed in due {
+            let passing = feed.verdict == fleet::Verdict::Passing;
+            self.core.record_fleet_verdict(feed.addr, passing, now);
+        }
+    }
+
+    fn start_probe(&mut self, addr: SocketAddr, start: FirstProbe) {
         let evidence = self.evidence.clone();
         let report = move |ok: bool, detail: String| {
             evidence
                 .upgrade()
                 .is_some_and(|tx| tx.send(Message::Probe { addr, ok, detail }).is_ok())
         };
-        let task = tokio::spawn(probe::run(addr, self.health_check.subscribe(), report));
+        let task = tokio::spawn(probe::run(
+            addr,
+            self.health_check.subscribe(),
+            start,
+            report,
+        ));
         if let Some(old) = self.probes.insert(addr, task.abort_handle()) {
             old.abort();
         }

@@ -80,6 +80,13 @@ impl Routing {
         Err(self.no_endpoint(exclude))
     }
 
+    /// Whether `addr` is routed at all (normal, on probation, or as a last resort).
+    pub fn routes_to(&self, addr: SocketAddr) -> bool {
+        [&self.normal, &self.probation, &self.fallback]
+            .iter()
+            .any(|list| list.iter().any(|e| e.addr == addr))
+    }
+
     /// Whether an endpoint other than `exclude` and `also` could take a retry.
     pub fn has_untried(&self, exclude: &[SocketAddr], also: SocketAddr) -> bool {
         let untried = |addr: &SocketAddr| *addr != also && !exclude.contains(addr);

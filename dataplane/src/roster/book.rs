@@ -272,6 +272,11 @@ impl Book {
         })
     }
 
+    /// The roster version `pool` runs, once it has had one.
+    pub fn version_of(&self, pool: &PoolRef) -> Option<u64> {
+        self.pools.get(pool).and_then(|entry| entry.version)
+    }
+
     /// What each pool runs, for pools that have had a usable message or refused one.
     pub(crate) fn versions(&self) -> Versions {
         self.pools

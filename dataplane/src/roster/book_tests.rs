@@ -20,6 +20,7 @@ fn ep(last: u8, ready: bool, serving: bool, terminating: bool) -> pb::Endpoint {
 
 fn roster(version: u64, endpoints: Vec<pb::Endpoint>, policy_json: &str) -> pb::RosterUpdate {
     pb::RosterUpdate {
+        fleet: None,
         pool: Some(pb::PoolRef {
             namespace: "shop".into(),
             name: "web".into(),

@@ -1,8 +1,8 @@
 //! What a health report says and when one is due, as pure functions of the pools' views. A
 //! pool is re-reported when a fact that matters changed (state, reason, since, times ejected,
-//! suppression, panic, roster version), never for counters that tick with every probe. The first
-//! report of a stream names the sidecar and carries every pool; later ones carry only the pools
-//! that changed; with nothing to say for `heartbeat`, an empty report keeps the stream warm.
+//! suppression, its own probes' verdict, panic, roster version), never for counters that tick
+//! with every probe. The first report of a stream names the sidecar and carries every pool;
+//! later ones carry only the pools that changed; with nothing to say for `heartbeat`, an empty report keeps the stream warm.
 //! On a `ReportChanges` stream a pool goes complete (in small parts) the first time and when
 //! the controller asks, and as the entries that changed after that.
 
@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rollcall_api::roster::{EndpointHealth, HealthReport, PoolHealth, Refusal, SidecarId};
+use rollcall_api::roster::{
+    EndpointHealth, HealthReport, PoolHealth, ProbeVerdict, Refusal, SidecarId,
+};
 use tokio::time::Instant;
 
 use super::{Running, Versions};
@@ -34,6 +36,7 @@ struct EndpointFacts {
     since: Instant,
     times_ejected: u32,
     suppressed: bool,
+    probe: Option<ProbeVerdict>,
 }
 
 /// Endpoint entries per message of a complete report in parts (`ReportChanges`): the same
@@ -81,6 +84,7 @@ impl EndpointFacts {
             since: e.health.since,
             times_ejected: e.health.ejection_multiplier,
             suppressed: e.health.ejection_suppressed,
+            probe: e.health.probe_verdict,
         }
     }
 }
@@ -128,6 +132,7 @@ fn endpoint_health(e: &EndpointView, now: Instant, wall_now: SystemTime) -> Endp
         times_ejected: e.health.ejection_multiplier,
         last_error: e.health.last_error.clone(),
         ejection_suppressed: e.health.ejection_suppressed,
+        probe: e.health.probe_verdict,
     }
 }
 

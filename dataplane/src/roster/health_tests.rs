@@ -9,6 +9,7 @@ const HEARTBEAT: Duration = Duration::from_secs(10);
 
 fn report(port: u16, state: State, reason: Reason, since: Instant) -> EndpointReport {
     EndpointReport {
+        probe_verdict: None,
         address: SocketAddr::from(([10, 0, 0, 1], port)),
         state,
         reason,

@@ -77,6 +77,8 @@ pub struct RosterOptions {
     pub controller_server_name: Option<String>,
     /// Dial an `http://` controller that is not on this host (refused otherwise).
     pub insecure_plaintext: bool,
+    /// Take part in fleet health: probe only what the controller assigns (on by default).
+    pub fleet_health: bool,
 }
 
 /// Why the controller options were refused.
@@ -172,6 +174,7 @@ impl RosterOptions {
             controller_ca: None,
             controller_server_name: None,
             insecure_plaintext: false,
+            fleet_health: true,
         }
     }
 

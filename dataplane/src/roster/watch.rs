@@ -1,15 +1,17 @@
 //! The roster client: one `Watch` stream at a time, each message through the delta
 //! `Assembler` (deltas and parts become complete states; what it holds is named on the next
-//! stream, so a reconnect resends nothing unchanged) and the `Book`, the
-//! resulting configuration into `Runtime::apply`. When the stream fails or ends the pools keep
-//! their last roster and the client reconnects after a jittered back-off; the back-off starts
-//! over once a stream has delivered a message.
+//! stream, so a reconnect resends nothing unchanged) and the `Book`, the resulting
+//! configuration into `Runtime::apply`. Fleet-health messages go to their pool once it runs the
+//! roster version they speak of (`FleetMessages`); a lost stream tells every pool. When the
+//! stream fails or ends the pools keep their last roster and the client reconnects after a
+//! jittered back-off; the back-off starts over once a stream has delivered a message.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rollcall_api::delta::{Assembled, Assembler};
 use rollcall_api::proto::v1 as pb;
-use rollcall_api::roster::{WatchRequest, ZONE_METADATA};
+use rollcall_api::roster::{FleetHealth, PoolRef, WatchRequest, ZONE_METADATA};
 use tokio::sync::watch;
 
 use super::{Book, Client, Outcome, RosterOptions, Versions};
@@ -26,6 +28,7 @@ pub(super) async fn run(
         pools: options.pools.iter().map(|b| b.pool.clone()).collect(),
         accepts_deltas: true,
         held: Vec::new(),
+        fleet_health: options.fleet_health,
     });
     let mut book = Book::new(&options.pools);
     // What the streams delivered, kept across them so a reconnect can name what it holds.
@@ -51,8 +54,14 @@ pub(super) async fn run(
                 }
                 metrics.controller_connected.set(1);
                 let mut stream = response.into_inner();
+                // Fleet-health messages waiting for the roster version they speak of.
+                let mut fleets = FleetMessages::default();
                 loop {
                     match stream.message().await {
+                        Ok(Some(message)) if message.state.is_none() && message.fleet.is_some() => {
+                            attempt = 0;
+                            fleets.take(message, &book, &runtime);
+                        }
                         Ok(Some(message)) => {
                             let message = match assembler.accept(message) {
                                 Ok(Assembled::Complete(message)) => message,
@@ -79,11 +88,13 @@ pub(super) async fn run(
                                 .inc();
                             // Only the pool this message changed is applied: the others'
                             // endpoints are neither copied nor diffed again.
-                            if let Some(config) =
-                                outcome.changed().and_then(|pool| book.pool_config(pool))
-                                && let Err(error) = runtime.apply_pool(&config).await
-                            {
-                                tracing::error!(pool = %config.name, %error, "roster not applied");
+                            if let Some(pool) = outcome.changed() {
+                                if let Some(config) = book.pool_config(pool)
+                                    && let Err(error) = runtime.apply_pool(&config).await
+                                {
+                                    tracing::error!(pool = %config.name, %error, "roster not applied");
+                                }
+                                fleets.roster_moved(pool, &book, &runtime);
                             }
                             versions.send_if_modified(|v| {
                                 let new = book.versions();
@@ -105,6 +116,7 @@ pub(super) async fn run(
                     }
                 }
                 metrics.controller_connected.set(0);
+                runtime.fleet_lost();
             }
             Err(status) if !outage_logged => {
                 outage_logged = true;
@@ -118,6 +130,53 @@ pub(super) async fn run(
         attempt = attempt.saturating_add(1);
         tracing::debug!(?delay, attempt, "reconnecting to the controller");
         tokio::time::sleep(delay).await;
+    }
+}
+
+/// Fleet-health messages of one stream that wait for their roster: a pool follows one only
+/// once it runs the roster version the message speaks of (its lists name that roster's
+/// endpoints), and one overtaken by a newer roster is dropped (the controller sends another).
+#[derive(Default)]
+struct FleetMessages {
+    waiting: HashMap<PoolRef, FleetHealth>,
+}
+
+impl FleetMessages {
+    /// A `fleet` message arrived.
+    fn take(&mut self, message: pb::RosterUpdate, book: &Book, runtime: &Runtime) {
+        let parsed = message
+            .pool
+            .map(PoolRef::try_from)
+            .and_then(Result::ok)
+            .zip(
+                message
+                    .fleet
+                    .as_ref()
+                    .map(|f| FleetHealth::try_from(&**f))
+                    .and_then(Result::ok),
+            );
+        let Some((pool, fleet)) = parsed else {
+            tracing::warn!("fleet-health message without a usable pool or addresses; ignored");
+            return;
+        };
+        self.waiting.insert(pool.clone(), fleet);
+        self.roster_moved(&pool, book, runtime);
+    }
+
+    /// `pool` may run another roster version now: follow its message if it is for this one.
+    fn roster_moved(&mut self, pool: &PoolRef, book: &Book, runtime: &Runtime) {
+        let Some(fleet) = self.waiting.get(pool) else {
+            return;
+        };
+        let running = book.version_of(pool);
+        if running == Some(fleet.roster_version) {
+            if let Some(fleet) = self.waiting.remove(pool) {
+                tracing::debug!(%pool, assigned = fleet.assigned.len(), failing = fleet.failing.len(), probe_all = fleet.probe_all, "fleet health");
+                runtime.follow_fleet(&pool.to_string(), Some(fleet));
+            }
+        } else if running.is_some_and(|v| v > fleet.roster_version) {
+            self.waiting.remove(pool);
+        }
     }
 }
 

@@ -332,6 +332,7 @@ pub async fn wait<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
 /// A `shop/web` roster of ready endpoints.
 pub fn roster(version: u64, endpoints: &[SocketAddr], policy_json: &str) -> pb::RosterUpdate {
     pb::RosterUpdate {
+        fleet: None,
         pool: Some(pb::PoolRef {
             namespace: "shop".into(),
             name: "web".into(),

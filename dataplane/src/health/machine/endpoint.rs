@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use rollcall_api::roster::ProbeVerdict;
 use tokio::time::Instant;
 
 use super::{Event, HealthSettings, Reason, State};
@@ -55,6 +56,11 @@ pub(super) struct Endpoint {
     /// Probes have seen the fault behind the current ejection (it was theirs, or one failed
     /// since): only then does their recovery prove anything.
     pub probes_saw_fault: bool,
+    /// What this sidecar's own probes say, debounced as the thresholds debounce ejection:
+    /// failing after `unhealthyThreshold` failures in a row, passing at the first success
+    /// before any verdict and after `healthyThreshold` successes once failing. Its vote as a
+    /// fleet-health checker.
+    pub own_verdict: Option<ProbeVerdict>,
 }
 
 // === impl Endpoint ===
@@ -83,6 +89,7 @@ impl Endpoint {
             last_request_ok: None,
             probes_overruled: false,
             probes_saw_fault: false,
+            own_verdict: None,
         }
     }
 
@@ -191,6 +198,21 @@ impl Endpoint {
     pub fn served_within(&self, window: Duration, now: Instant) -> bool {
         self.last_request_ok
             .is_some_and(|ok| now.saturating_duration_since(ok) < window)
+    }
+
+    /// One of this sidecar's own probes came back `ok` (its streaks already counted): update
+    /// what its probes say, with `unhealthy` and `healthy` the thresholds.
+    pub fn judge_own_probe(&mut self, ok: bool, unhealthy: u32, healthy: u32) {
+        self.own_verdict = match (self.own_verdict, ok) {
+            (None | Some(ProbeVerdict::Passing), true) => Some(ProbeVerdict::Passing),
+            // Counted before this result: it is one more of the run.
+            (Some(ProbeVerdict::Failing), true) if self.probe_ok + 1 >= healthy => {
+                Some(ProbeVerdict::Passing)
+            }
+            (verdict, true) => verdict,
+            (_, false) if self.probe_fail.get() + 1 >= unhealthy => Some(ProbeVerdict::Failing),
+            (verdict, false) => verdict,
+        };
     }
 
     /// Take one step off `multiplier` for every full `base` spent healthy.

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
+use rollcall_api::roster::ProbeVerdict;
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -47,6 +48,10 @@ pub struct EndpointReport {
     pub probe_successes_total: u64,
     pub probe_failures_total: u64,
     pub weight_factor: f64,
+    /// What this sidecar's own probes say of it (its vote as a fleet-health checker); absent
+    /// when it does not probe it or they have not said yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_verdict: Option<ProbeVerdict>,
 }
 
 /// Endpoints per state, for the pool's status line.
@@ -97,6 +102,7 @@ impl EndpointReport {
             probe_successes_total: ep.probe_successes,
             probe_failures_total: ep.probe_failures,
             weight_factor: ep.weight_factor(settings.slow_start_window, now),
+            probe_verdict: ep.own_verdict,
         }
     }
 

@@ -13,6 +13,7 @@ mod admission;
 mod budget;
 mod ejection;
 mod error_rate;
+mod fleet;
 mod overload;
 mod readmission;
 mod reports;

@@ -7,6 +7,7 @@
 //! One line per scenario starts `fleet:`.
 
 mod measure;
+mod probes;
 mod sim;
 mod world;
 
@@ -69,6 +70,20 @@ enum Cmd {
         /// the controller as the chart's Secret would be) and the sidecars verify it.
         #[arg(long)]
         tls: bool,
+    },
+    /// Fleet health: probes per endpoint at the backends, ejection and readmission at every
+    /// sidecar, and the fallback when the controller dies (`probes.rs`).
+    Probes {
+        #[arg(long, default_value_t = 1000)]
+        sidecars: usize,
+        #[arg(long, default_value_t = 100)]
+        endpoints: usize,
+        /// `healthCheck.checkers`; 0 has every sidecar probe every endpoint.
+        #[arg(long, default_value_t = 3)]
+        checkers: u32,
+        /// No health checks at all: the controller's baseline with the same fleet.
+        #[arg(long)]
+        passive: bool,
     },
     /// The simulated sidecars (started by `run`).
     Sim {
@@ -456,6 +471,28 @@ async fn main() -> anyhow::Result<()> {
                 },
             )
             .await
+        }
+        Cmd::Probes {
+            sidecars,
+            endpoints,
+            checkers,
+            passive,
+        } => {
+            let result = probes::run(probes::Probes {
+                sidecars,
+                endpoints,
+                checkers,
+                passive,
+            })
+            .await;
+            // A thousand sidecars stop with the process, not one graceful stop after another.
+            match result {
+                Ok(()) => std::process::exit(0),
+                Err(error) => {
+                    eprintln!("rollcall-fleet probes: {error:#}");
+                    std::process::exit(1)
+                }
+            }
         }
         Cmd::Sim {
             controller,

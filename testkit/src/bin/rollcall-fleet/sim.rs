@@ -137,6 +137,7 @@ pub async fn run(
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
         let request = pb::WatchRequest {
+            fleet_health: false,
             sidecar: Some(identity.clone()),
             pools: sim.pools.iter().map(pool_ref).collect(),
             accepts_deltas: true,
