@@ -198,10 +198,20 @@ impl Fleet {
         let Some(entry) = pools.get_mut(&health.pool) else {
             return;
         };
-        let votes = entry.votes.entry(pod.clone()).or_insert_with(|| Votes {
-            stream,
-            verdicts: HashMap::new(),
-        });
+        if !entry.votes.contains_key(pod) {
+            // A pod that reports no probe verdict (not a checker here) takes no room.
+            if health.endpoints.iter().all(|e| e.probe.is_none()) {
+                return;
+            }
+            let fresh = Votes {
+                stream,
+                verdicts: HashMap::new(),
+            };
+            entry.votes.insert(pod.clone(), fresh);
+        }
+        let Some(votes) = entry.votes.get_mut(pod) else {
+            return;
+        };
         let mut changed = false;
         // A newer stream of the pod, or a complete report, starts over.
         if votes.stream != stream || health.complete {

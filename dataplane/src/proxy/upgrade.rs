@@ -18,6 +18,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -33,6 +34,7 @@ use super::websocket_h2;
 use crate::local_answer::LocalReason;
 use crate::outcome::Outcome;
 use crate::pool::{Endpoint, Pool, PoolSettings};
+use crate::retry::planner::TryWindow;
 use crate::retry::{Answer, Clock, LocalAnswer, Next, Plan, TryReport, planner};
 use crate::upstream::{ConnectError, ProxyBody};
 
@@ -211,6 +213,15 @@ struct Handshook {
     closing: CancellationToken,
 }
 
+/// A connection opened for the upgrade, nothing sent on it yet.
+struct Opened {
+    endpoint: Arc<Endpoint>,
+    record: TryRecord,
+    tx: SendRequest<ProxyBody>,
+    closing: CancellationToken,
+    window: TryWindow,
+}
+
 /// Send the upgrade `request` to an endpoint, trying others as `plan` allows while nothing was
 /// sent. `Err` is the sidecar's own answer; `detail` says why in words.
 async fn handshake(
@@ -220,7 +231,64 @@ async fn handshake(
     plan: &mut Plan,
     detail: &mut String,
 ) -> Result<Handshook, LocalAnswer> {
-    let mut unsent = Some(request);
+    let Opened {
+        endpoint,
+        mut record,
+        mut tx,
+        closing,
+        window,
+    } = open(pool, settings, plan, detail).await?;
+    // The handshake gets one try's allowance, cut short by the request's deadline: an
+    // endpoint that accepts and never answers must not hold the client (and the in-flight
+    // count) forever.
+    let ends = window.ends();
+    let sent = within(ends.map(|(at, _)| at), tx.send_request(request)).await;
+    let ended = Instant::now();
+    let outcome = match &sent {
+        Some(Ok(response)) => Outcome::Answered(response.status().as_u16()),
+        Some(Err(error)) => {
+            *detail = error.to_string();
+            if error.is_parse() || error.is_parse_status() {
+                Outcome::ProtocolError
+            } else {
+                Outcome::Reset
+            }
+        }
+        None if matches!(ends, Some((_, true))) => {
+            let allowance = humantime::format_duration(plan.clock.allowance());
+            *detail = format!("no answer within {allowance}");
+            Outcome::TimedOut
+        }
+        None => {
+            *detail = "the deadline passed before the endpoint answered".to_owned();
+            Outcome::DeadlineCut
+        }
+    };
+    record.answered(outcome, ended, false);
+    // Once sent, an upgrade is never tried again: its stream is the request's own.
+    let answer = plan.last_try(endpoint.addr, outcome);
+    match (sent, answer) {
+        (Some(Ok(response)), Answer::ThisTry) => Ok(Handshook {
+            endpoint,
+            record,
+            response,
+            closing,
+        }),
+        (_, answer) => {
+            record.finish_as_it_stands(detail);
+            Err(planned_local(answer, outcome))
+        }
+    }
+}
+
+/// Open a connection for the upgrade on an endpoint `plan` allows, trying others while connects
+/// fail as the pool's retry rules say. `Err` is the sidecar's own answer; `detail` says why.
+async fn open(
+    pool: &Arc<Pool>,
+    settings: &PoolSettings,
+    plan: &mut Plan,
+    detail: &mut String,
+) -> Result<Opened, LocalAnswer> {
     loop {
         let now = Instant::now();
         if let Err(answer) = plan.may_start(now) {
@@ -238,10 +306,10 @@ async fn handshake(
             }
         };
         // The try's record: in flight from the connect on, settled once however it ends.
-        let mut record = TryRecord::start(pool, Arc::clone(&endpoint), now);
+        let record = TryRecord::start(pool, Arc::clone(&endpoint), now);
         let window = plan.clock.window(now);
         let opening = endpoint.upstream.open_for_upgrade(settings.connect_timeout);
-        let (mut tx, closing) = match within(window.deadline, opening).await {
+        let (tx, closing) = match within(window.deadline, opening).await {
             Some(Ok(opened)) => opened,
             failed => {
                 let (outcome, what) = match failed {
@@ -285,55 +353,14 @@ async fn handshake(
                 }
             }
         };
-        let Some(request) = unsent.take() else {
-            // Unreachable: a request is sent once, and the loop ends when it is.
-            let local = planner::local_for(Outcome::ClosedLocally);
-            return Err(local);
-        };
-        // The handshake gets one try's allowance, cut short by the request's deadline: an
-        // endpoint that accepts and never answers must not hold the client (and the in-flight
-        // count) forever.
-        let ends = window.ends();
-        let sent = within(ends.map(|(at, _)| at), tx.send_request(request)).await;
-        let ended = Instant::now();
-        let outcome = match &sent {
-            Some(Ok(response)) => Outcome::Answered(response.status().as_u16()),
-            Some(Err(error)) => {
-                *detail = error.to_string();
-                if error.is_parse() || error.is_parse_status() {
-                    Outcome::ProtocolError
-                } else {
-                    Outcome::Reset
-                }
-            }
-            None if matches!(ends, Some((_, true))) => {
-                let allowance = humantime::format_duration(plan.clock.allowance());
-                *detail = format!("no answer within {allowance}");
-                Outcome::TimedOut
-            }
-            None => {
-                *detail = "the deadline passed before the endpoint answered".to_owned();
-                Outcome::DeadlineCut
-            }
-        };
-        record.answered(outcome, ended, false);
-        // Once sent, an upgrade is never tried again: its stream is the request's own.
-        let answer = plan.last_try(endpoint.addr, outcome);
-        match (sent, answer) {
-            (Some(Ok(response)), Answer::ThisTry) => {
-                return Ok(Handshook {
-                    endpoint,
-                    record,
-                    response,
-                    closing,
-                });
-            }
-            (_, answer) => {
-                record.finish_as_it_stands(detail);
-                let local = planned_local(answer, outcome);
-                return Err(local);
-            }
-        }
+        // The try's record stays open: the handshake sent next is its try.
+        return Ok(Opened {
+            endpoint,
+            record,
+            tx,
+            closing,
+            window,
+        });
     }
 }
 
