@@ -10,6 +10,7 @@ pub mod drain;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod grpc_status;
+pub mod h1;
 pub mod health;
 pub mod local_answer;
 pub mod metrics;

@@ -11,13 +11,14 @@ use rollcall_api::proto::v1 as pb;
 type Target = fn(&[u8]) -> bool;
 
 /// The fuzz targets, as `fuzz/fuzz_targets/<name>.rs` names them, and what each calls.
-const TARGETS: [(&str, Target); 6] = [
+const TARGETS: [(&str, Target); 7] = [
     ("policy", rollcall_api::fuzzing::policy),
     ("inbound", rollcall_api::fuzzing::inbound),
     ("report", rollcall_controller::fuzzing::report),
     ("grpc_framing", rollcall_controller::fuzzing::grpc_framing),
     ("roster_stream", rollcall_dataplane::fuzzing::roster_stream),
     ("config_file", rollcall_dataplane::fuzzing::config_file),
+    ("h1_wire", rollcall_dataplane::h1::fuzzing::wire),
 ];
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -108,9 +109,37 @@ fn seeds(target: &str) -> Vec<(&'static str, Vec<u8>)> {
             ("minimal", CONFIG_MINIMAL.as_bytes().to_vec()),
             ("two-pools", CONFIG_TWO_POOLS.as_bytes().to_vec()),
         ],
+        "h1_wire" => H1_WIRE
+            .iter()
+            .map(|(name, side, bytes)| (*name, [&[*side][..], bytes.as_bytes()].concat()))
+            .collect(),
         other => panic!("no seeds for {other}"),
     }
 }
+
+/// Client bytes (side 0) and endpoint bytes (side 1: a GET's answer, 3: a HEAD's).
+const H1_WIRE: [(&str, u8, &str); 4] = [
+    (
+        "pipelined",
+        0,
+        "GET /a?b=1 HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /c HTTP/1.0\r\n\r\n",
+    ),
+    (
+        "chunked-request",
+        0,
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n5;x=y\r\nhello\r\n0\r\nX-T: 1\r\n\r\n",
+    ),
+    (
+        "chunked-response",
+        1,
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n",
+    ),
+    (
+        "head-response",
+        3,
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
+    ),
+];
 
 const POLICIES: [(&str, &str); 3] = [
     ("empty", "{}"),

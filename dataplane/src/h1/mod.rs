@@ -1,0 +1,19 @@
+//! The HTTP/1.1 wire format for the sidecar's own forwarding path (`--http1-engine fast`):
+//! message heads parsed by `httparse` straight from a connection's read buffer (`head`), and
+//! body framing per RFC 9112 as a state machine over byte slices (`body`). No I/O and no
+//! allocation per message here: the connections that drive it own the buffers.
+//!
+//! Every decision mirrors hyper's HTTP/1 (the other engine), so the two refuse the same
+//! messages with the same status and frame the same bodies; `differential_tests` holds them
+//! side by side over one corpus, and the `h1_wire` fuzz target compares them on arbitrary bytes.
+
+pub mod body;
+pub mod fuzzing;
+pub mod head;
+
+#[cfg(test)]
+mod body_tests;
+#[cfg(test)]
+mod differential_tests;
+#[cfg(test)]
+mod head_tests;
