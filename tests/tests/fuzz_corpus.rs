@@ -118,7 +118,12 @@ fn seeds(target: &str) -> Vec<(&'static str, Vec<u8>)> {
 }
 
 /// Client bytes (side 0) and endpoint bytes (side 1: a GET's answer, 3: a HEAD's).
-const H1_WIRE: [(&str, u8, &str); 4] = [
+const H1_WIRE: [(&str, u8, &str); 5] = [
+    (
+        "hop-by-hop",
+        0,
+        "GET http://b.example/p#f HTTP/1.1\r\nConnection: keep-alive, X-A\r\nX-A: 1\r\nTE: trailers\r\nKeep-Alive: 5\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n",
+    ),
     (
         "pipelined",
         0,

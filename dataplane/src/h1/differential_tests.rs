@@ -61,6 +61,27 @@ const REQUESTS: &[&[u8]] = &[
     b"GET / HTTP/1.1\r\nHost: a\r\n",
     b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
     b"",
+    // The head sent on: hop-by-hop fields, the fields `Connection` names, forwarding fields.
+    b"GET /a#frag HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Custom\r\nX-Custom: 1\r\nKeep-Alive: 5\r\n\r\n",
+    b"GET / HTTP/1.1\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX: 1\r\n\r\n",
+    b"GET / HTTP/1.1\r\nConnection: keep-alive\r\nConnection: x-a\r\nX-A: 1\r\nX-B: 2\r\n\r\n",
+    b"GET / HTTP/1.1\r\nConnection: keep-alive, TE\r\nTE: trailers\r\n\r\n",
+    b"GET / HTTP/1.1\r\nTE: deflate, Trailers\r\n\r\n",
+    b"GET / HTTP/1.1\r\nTE: gzip\r\nTE: trailers\r\n\r\n",
+    b"GET / HTTP/1.1\r\nTE: trailers;q=1\r\n\r\n",
+    b"GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-For: 2.2.2.2\r\n\r\n",
+    b"GET / HTTP/1.1\r\nX-Forwarded-For:\r\nX-Forwarded-For: 2.2.2.2\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: b\r\n\r\n",
+    b"GET / HTTP/1.1\r\nConnection: host, x-forwarded-for,x-forwarded-proto\r\nHost: a\r\nX-Forwarded-For: 9.9.9.9\r\nX-Forwarded-Proto: https\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    b"GET http://b.example:8080/p?q=1 HTTP/1.1\r\n\r\n",
+    b"GET http://b.example HTTP/1.1\r\nHost: c\r\n\r\n",
+    b"GET / HTTP/1.1\r\nProxy-Connection: keep-alive\r\nUpgrade: h2c\r\n\r\n",
+    b"GET / HTTP/1.1\r\nConnection: \x80x-a\r\nX-A: 1\r\n\r\n",
+    b"GET / HTTP/1.1\r\nConnection: ,\t x-a\t,, keep-alive\r\nX-A: 1\r\nKeep-Alive: 1\r\n\r\n",
+    b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    b"POST /u HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTrailer: x-t\r\n\r\n0\r\n\r\n",
 ];
 
 /// Endpoint bytes: the method that was sent, then what came back.

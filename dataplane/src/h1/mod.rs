@@ -1,6 +1,7 @@
 //! The HTTP/1.1 wire format for the sidecar's own forwarding path (`--http1-engine fast`):
 //! message heads parsed by `httparse` straight from a connection's read buffer (`head`), and
-//! body framing per RFC 9112 as a state machine over byte slices (`body`). No I/O and no
+//! body framing per RFC 9112 as a state machine over byte slices (`body`), and the head an
+//! endpoint is sent, rewritten as a forwarding proxy must (`rewrite`). No I/O and no
 //! allocation per message here: the connections that drive it own the buffers.
 //!
 //! Every decision mirrors hyper's HTTP/1 (the other engine), so the two refuse the same
@@ -10,6 +11,7 @@
 pub mod body;
 pub mod fuzzing;
 pub mod head;
+pub mod rewrite;
 
 #[cfg(test)]
 mod body_tests;
@@ -17,3 +19,5 @@ mod body_tests;
 mod differential_tests;
 #[cfg(test)]
 mod head_tests;
+#[cfg(test)]
+mod rewrite_tests;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use http::header::{self, HeaderValue};
+use http::header::HeaderValue;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -23,7 +23,7 @@ use super::answer::{self, error_response};
 use super::attempt::{self, Outgoing, TryResult};
 use super::client_body::{Progress, RequestBody};
 use super::grpc;
-use super::headers::{ClientAddr, add_forwarded, strip_hop_by_hop};
+use super::headers::{ClientAddr, prepare_request_fields, request_host};
 use super::logged::{Arrival, Facts};
 use super::reply::{Kept, Reply};
 use super::request::{Target, grpc_timeout};
@@ -121,23 +121,14 @@ fn forward_request(
     let (mut parts, body) = req.into_parts();
     let client_timeout = grpc_timeout(&parts.headers);
     let grpc_call = grpc::is_grpc(&parts.headers);
-    let host = parts.headers.get(header::HOST).cloned().or_else(|| {
-        parts
-            .uri
-            .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-    });
+    let host = request_host(&parts.headers, &parts.uri);
     let progress = Arc::new(Progress::default());
     // The one branch a request pays while the access log is off.
     let logged = match &pool.tuning().access_log {
         Some(log) => Arrival::sampled(log, pool.name(), &parts, host.as_ref(), received, &progress),
         None => None,
     };
-    strip_hop_by_hop(&mut parts.headers);
-    add_forwarded(&mut parts.headers, client, host.as_ref());
-    if let Some(host) = &host {
-        parts.headers.insert(header::HOST, host.clone());
-    }
+    prepare_request_fields(&mut parts.headers, client, host.as_ref());
     let arrived = Arrived {
         received,
         client_timeout,

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 
+use http::Uri;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 
 /// The header carrying why the sidecar answered a request itself (`super::answer`, and the
@@ -43,6 +44,11 @@ impl ClientAddr {
         let forwarded_for = HeaderValue::from_str(&addr.ip().to_string())
             .unwrap_or_else(|_| HeaderValue::from_static("unknown"));
         Self { forwarded_for }
+    }
+
+    /// The client as `X-Forwarded-For` names it.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.forwarded_for.as_bytes()
     }
 }
 
@@ -99,6 +105,29 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
     if keep_te_trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// The host a request names: its first `Host` field, else the authority of an absolute-form
+/// target. Read before [`prepare_request_fields`], which may remove the field.
+pub fn request_host(headers: &HeaderMap, uri: &Uri) -> Option<HeaderValue> {
+    headers.get(header::HOST).cloned().or_else(|| {
+        uri.authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    })
+}
+
+/// A request's fields as they go to an endpoint: hop-by-hop fields out, the forwarding fields
+/// in, and `Host` said once, as [`request_host`] read it.
+pub fn prepare_request_fields(
+    headers: &mut HeaderMap,
+    client: &ClientAddr,
+    host: Option<&HeaderValue>,
+) {
+    strip_hop_by_hop(headers);
+    add_forwarded(headers, client, host);
+    if let Some(host) = host {
+        headers.insert(header::HOST, host.clone());
     }
 }
 

@@ -18,7 +18,7 @@ pub(crate) mod grpc;
 pub mod headers;
 mod logged;
 mod reply;
-mod request;
+pub(crate) mod request;
 mod response_body;
 pub mod server;
 mod try_record;

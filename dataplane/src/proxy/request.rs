@@ -30,13 +30,7 @@ impl Target {
         host: Option<&HeaderValue>,
         http2: bool,
     ) -> Result<Self, String> {
-        let origin = if parts.uri.scheme().is_none() && parts.uri.authority().is_none() {
-            // Already in origin form, as HTTP/1.1 clients send it: no need to parse it again.
-            parts.uri.clone()
-        } else {
-            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-            Uri::try_from(path).map_err(|e| format!("bad request target: {e}"))?
-        };
+        let origin = origin_form(&parts.uri)?;
         if !http2 {
             return Ok(Self {
                 origin,
@@ -50,6 +44,17 @@ impl Target {
             absolute: Some(absolute),
         })
     }
+}
+
+/// A request target in origin form (`/path?query`), as an HTTP/1.1 endpoint is sent it; `Err`
+/// says why a target cannot be.
+pub(crate) fn origin_form(uri: &Uri) -> Result<Uri, String> {
+    if uri.scheme().is_none() && uri.authority().is_none() {
+        // Already in origin form, as HTTP/1.1 clients send it: no need to parse it again.
+        return Ok(uri.clone());
+    }
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    Uri::try_from(path).map_err(|e| format!("bad request target: {e}"))
 }
 
 /// `http://HOST/PATH` for an HTTP/2 request (`localhost` when the client named no host).
