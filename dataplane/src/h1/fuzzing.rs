@@ -12,10 +12,15 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::body::{BodyError, Decoder};
-use super::head::{BodyLength, Field, RequestHead, parse_request, parse_response};
-use super::rewrite::write_request_head;
-use crate::proxy::headers::{ClientAddr, prepare_request_fields, request_host};
-use crate::proxy::request::origin_form;
+use super::head::{Field, parse_request, parse_response};
+
+mod forwarded;
+
+pub use forwarded::Forwarded;
+use forwarded::{
+    forwarded_by_codec, forwarded_by_hyper_engine, response_forwarded_by_codec,
+    response_forwarded_by_hyper_engine,
+};
 
 /// One message as an engine read it: what forwarding it would carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,21 +33,9 @@ pub struct Message {
     /// Trailer fields the same way.
     pub trailers: Vec<(String, Vec<u8>)>,
     /// A request's line and fields as they would go on to an endpoint (hop-by-hop fields out,
-    /// forwarding fields in), the same way; `None` for a response.
+    /// forwarding fields in), or a response's status and fields as they would go on to the
+    /// client, the same way.
     pub forwarded: Option<Forwarded>,
-}
-
-/// A request head as it goes on to an endpoint: its method and origin-form target (or why
-/// there is none), and its fields in name order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Forwarded {
-    pub line: String,
-    pub fields: Vec<(String, Vec<u8>)>,
-}
-
-/// The client every forwarded request is from.
-fn client() -> ClientAddr {
-    ClientAddr::new(std::net::SocketAddr::from(([192, 0, 2, 7], 40_000)))
 }
 
 /// What an engine made of a connection's bytes.
@@ -154,7 +147,7 @@ pub fn read_response(method: &Method, mut data: &[u8]) -> Reading {
         fields: named(data, &fields),
         body: Vec::new(),
         trailers: Vec::new(),
-        forwarded: None,
+        forwarded: Some(response_forwarded_by_codec(data, &fields, head.status)),
     };
     let mut decoder = Decoder::new(head.body);
     data = &data[head.len..];
@@ -212,71 +205,6 @@ fn read_body(
         }
     }
     Ok(())
-}
-
-/// The head the codec writes for an endpoint, read back. It must be one whole, valid head, and
-/// say `Transfer-Encoding: chunked` exactly when the body is chunked (the hyper engine's client
-/// adds that itself, so it is checked here and left out of the comparison).
-fn forwarded_by_codec(data: &[u8], head: &RequestHead, fields: &[Field]) -> Forwarded {
-    let mut out = Vec::new();
-    if let Err(error) = write_request_head(data, head, fields, &client(), &mut out) {
-        return Forwarded {
-            line: format!("refused: {error}"),
-            fields: Vec::new(),
-        };
-    }
-    let mut parsed = vec![httparse::EMPTY_HEADER; super::head::MAX_FIELDS + 8];
-    let mut request = httparse::Request::new(&mut parsed);
-    let len = request.parse(&out);
-    assert!(
-        matches!(len, Ok(httparse::Status::Complete(n)) if n == out.len()),
-        "the codec wrote a head that does not parse back: {len:?} {:?}",
-        String::from_utf8_lossy(&out)
-    );
-    let line = format!(
-        "{} {}",
-        request.method.unwrap_or_default(),
-        request.path.unwrap_or_default()
-    );
-    let mut fields: Vec<(String, Vec<u8>)> = request
-        .headers
-        .iter()
-        .map(|f| (f.name.to_ascii_lowercase(), f.value.to_vec()))
-        .collect();
-    let framing: Vec<usize> = (0..fields.len())
-        .filter(|&i| fields[i].0 == "transfer-encoding")
-        .collect();
-    let chunked = head.body == BodyLength::Chunked;
-    assert!(
-        framing.len() == usize::from(chunked) && framing.iter().all(|&i| fields[i].1 == b"chunked"),
-        "the codec framed a {:?} body with {framing:?} in {:?}",
-        head.body,
-        String::from_utf8_lossy(&out)
-    );
-    if let Some(&i) = framing.first() {
-        fields.remove(i);
-    }
-    Forwarded {
-        line,
-        fields: in_name_order(fields),
-    }
-}
-
-/// The head the hyper engine sends an endpoint for a request hyper's server read.
-fn forwarded_by_hyper_engine(parts: &http::request::Parts) -> Forwarded {
-    let mut headers = parts.headers.clone();
-    let host = request_host(&headers, &parts.uri);
-    prepare_request_fields(&mut headers, &client(), host.as_ref());
-    match origin_form(&parts.uri) {
-        Ok(origin) => Forwarded {
-            line: format!("{} {origin}", parts.method),
-            fields: hyper_fields(&headers),
-        },
-        Err(error) => Forwarded {
-            line: format!("refused: {error}"),
-            fields: Vec::new(),
-        },
-    }
 }
 
 fn named(data: &[u8], fields: &[Field]) -> Vec<(String, Vec<u8>)> {
@@ -421,7 +349,7 @@ pub fn hyper_response(method: &Method, data: &[u8]) -> Reading {
                     fields: hyper_fields(&parts.headers),
                     body: Vec::new(),
                     trailers: Vec::new(),
-                    forwarded: None,
+                    forwarded: Some(response_forwarded_by_hyper_engine(&parts)),
                 };
                 match body.collect().await {
                     Ok(collected) => {

@@ -124,11 +124,15 @@ pub fn parse_request(
     buf: &[u8],
     fields: &mut Vec<Field>,
 ) -> Result<Option<RequestHead>, HeadError> {
-    parse_request_line_and_fields(buf, fields).map_err(|error| {
-        // Hyper's rule: whatever failed, a buffer that starts with the preface once leading CR
-        // and LF bytes are skipped is HTTP/2, answered with nothing.
-        let first_other = buf.iter().position(|&byte| byte != b'\r' && byte != b'\n');
-        if buf[first_other.unwrap_or(buf.len())..].starts_with(HTTP2_PREFACE) {
+    parse_request_line_and_fields(buf, fields).map_err(|(error, at)| {
+        // Hyper's rule: whatever failed, what is left of the buffer where it failed is HTTP/2,
+        // answered with nothing, when it starts with the preface once leading CR and LF bytes
+        // are skipped. Where it failed: at the head's start for what the tokenizer refuses, just
+        // past the head for what is refused once the head is taken off the buffer (the target's
+        // form, the framing fields).
+        let rest = &buf[at.min(buf.len())..];
+        let first_other = rest.iter().position(|&byte| byte != b'\r' && byte != b'\n');
+        if rest[first_other.unwrap_or(rest.len())..].starts_with(HTTP2_PREFACE) {
             HeadError::Http2Preface
         } else {
             error
@@ -136,10 +140,13 @@ pub fn parse_request(
     })
 }
 
+/// A refusal and the offset in the buffer hyper's would be read at when it is made.
+type Refusal = (HeadError, usize);
+
 fn parse_request_line_and_fields(
     buf: &[u8],
     fields: &mut Vec<Field>,
-) -> Result<Option<RequestHead>, HeadError> {
+) -> Result<Option<RequestHead>, Refusal> {
     fields.clear();
     let mut raw = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
     let mut req = httparse::Request::new(&mut []);
@@ -147,27 +154,29 @@ fn parse_request_line_and_fields(
         .parse_request_with_uninit_headers(&mut req, buf, &mut raw)
     {
         Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return partial(buf),
+        Ok(httparse::Status::Partial) => return partial(buf).map_err(|e| (e, 0)),
         Err(httparse::Error::Token) if req.method.is_none() => {
-            return Err(HeadError::Malformed("invalid method"));
+            return Err((HeadError::Malformed("invalid method"), 0));
         }
-        Err(httparse::Error::Token) => return Err(HeadError::Malformed("invalid request target")),
-        Err(error) => return Err(parse_error(error)),
+        Err(httparse::Error::Token) => {
+            return Err((HeadError::Malformed("invalid request target"), 0));
+        }
+        Err(error) => return Err((parse_error(error), 0)),
     };
     let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
-        return Err(HeadError::Malformed("incomplete request line"));
+        return Err((HeadError::Malformed("incomplete request line"), 0));
     };
     if target.len() > MAX_TARGET_BYTES {
-        return Err(HeadError::TargetTooLong);
+        return Err((HeadError::TargetTooLong, 0));
     }
     let method = Method::from_bytes(method.as_bytes())
-        .map_err(|_| HeadError::Malformed("invalid method"))?;
+        .map_err(|_| (HeadError::Malformed("invalid method"), 0))?;
+    record_fields(buf, req.headers, fields).map_err(|e| (e, 0))?;
     // What hyper's `Uri` accepts, so both engines refuse the same targets.
     if http::Uri::try_from(target.as_bytes()).is_err() {
-        return Err(HeadError::Malformed("invalid request target"));
+        return Err((HeadError::Malformed("invalid request target"), len));
     }
     let target = offset(buf, target.as_bytes())..offset(buf, target.as_bytes()) + target.len();
-    record_fields(buf, req.headers, fields)?;
 
     let http11 = version == 1;
     let mut head = RequestHead {
@@ -191,7 +200,7 @@ fn parse_request_line_and_fields(
         let (name, value) = (&buf[field.name.clone()], &buf[field.value.clone()]);
         if name.eq_ignore_ascii_case(b"transfer-encoding") {
             if !http11 {
-                return Err(HeadError::Malformed("Transfer-Encoding in HTTP/1.0"));
+                return Err((HeadError::Malformed("Transfer-Encoding in HTTP/1.0"), len));
             }
             transfer_coded = true;
             if saw_length && length.take().is_some() {
@@ -207,15 +216,15 @@ fn parse_request_line_and_fields(
                 head.length_overridden = true;
                 continue;
             }
-            let n = digits(value).ok_or(HeadError::Malformed("invalid Content-Length"))?;
+            let n = digits(value).ok_or((HeadError::Malformed("invalid Content-Length"), len))?;
             match length {
                 Some(previous) if previous != n => {
-                    return Err(HeadError::Malformed("differing Content-Length values"));
+                    return Err((HeadError::Malformed("differing Content-Length values"), len));
                 }
                 Some(_) => repeated_length = true,
                 None => {
                     if n > MAX_LENGTH {
-                        return Err(HeadError::TooLarge);
+                        return Err((HeadError::TooLarge, len));
                     }
                     head.body = if n == 0 {
                         BodyLength::Empty
@@ -234,8 +243,9 @@ fn parse_request_line_and_fields(
         }
     }
     if transfer_coded && !chunked {
-        return Err(HeadError::Malformed(
-            "Transfer-Encoding whose last coding is not chunked",
+        return Err((
+            HeadError::Malformed("Transfer-Encoding whose last coding is not chunked"),
+            len,
         ));
     }
     if transfer_coded && saw_length {

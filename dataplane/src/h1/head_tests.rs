@@ -124,6 +124,20 @@ fn refusals_carry_hypers_statuses() {
         ("\r\n\rPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 0),
         ("\rGET / HTTP/1.1\r\n\r\n", 400),
         ("GET /a b HTTP/1.1\r\n\r\n", 400),
+        // Refused once the head is taken off the buffer: the preface just past it is HTTP/2.
+        (
+            "GET http://?.example/ HTTP/1.1\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            0,
+        ),
+        (
+            "POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            0,
+        ),
+        // Refused by the tokenizer: answered, whatever follows.
+        (
+            "GET / HTTP/1.1\r\nX : a\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            400,
+        ),
     ];
     for (text, status) in cases {
         let got = match request(text) {

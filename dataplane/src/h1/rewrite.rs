@@ -1,7 +1,8 @@
-//! The request head an endpoint is sent, written straight from a parsed head into the outgoing
-//! buffer: the request line in origin form, the client's fields minus the hop-by-hop ones and
+//! What goes on to the next hop, written straight from a parsed head into the outgoing buffer.
+//! A request's head for the endpoint: the request line in origin form, the client's fields minus the hop-by-hop ones and
 //! those `Connection` names, `TE: trailers` kept for gRPC, `X-Forwarded-For/-Proto/-Host` and
-//! `Host` said once, then the framing field the body needs. The rules are the hyper engine's
+//! `Host` said once, then the framing field the body needs; a response's fields for the client,
+//! minus the hop-by-hop ones the same way ([`NextHop`] decides both). The rules are the hyper engine's
 //! (`crate::proxy::headers::prepare_request_fields`, `crate::proxy::request::origin_form`),
 //! applied to field positions instead of a `HeaderMap`, with no allocation for an origin-form
 //! target; `rewrite_tests` and the `h1_wire` fuzz target hold the two to the same result.
@@ -19,6 +20,9 @@ const HOP_BY_HOP: [&[u8]; 6] = [
     b"transfer-encoding",
     b"upgrade",
 ];
+/// Where `Connection` and `TE` stand in [`HOP_BY_HOP`].
+const CONNECTION_AT: usize = 0;
+const TE_AT: usize = 3;
 
 /// A request target that cannot be sent in origin form; the hyper engine answers it 400 too.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,14 +36,102 @@ impl std::fmt::Display for BadTarget {
 
 impl std::error::Error for BadTarget {}
 
-/// What one pass over the client's fields found.
-#[derive(Default)]
-struct Survey {
-    /// Which hop-by-hop fields are there, in [`HOP_BY_HOP`] order.
-    hop_by_hop: [bool; HOP_BY_HOP.len()],
-    connection_fields: usize,
-    /// The first `Host` field.
-    host: Option<usize>,
+/// Which of a message's fields go on to the next hop, from one pass over them: not the
+/// hop-by-hop ones, not those a `Connection` field names (its `keep-alive` option names none);
+/// `TE: trailers` is said again when the first `TE` field left asks for trailers.
+pub struct NextHop<'a> {
+    buf: &'a [u8],
+    fields: &'a [Field],
+    /// Some `Connection` field names more than `keep-alive`.
+    names_fields: bool,
+    /// `TE: trailers` goes on (gRPC needs it end to end).
+    pub te_trailers: bool,
+    /// The first `Host` field's value.
+    pub host: Option<&'a [u8]>,
+}
+
+impl<'a> NextHop<'a> {
+    pub fn survey(buf: &'a [u8], fields: &'a [Field]) -> Self {
+        let mut present = [false; HOP_BY_HOP.len()];
+        let mut connection_fields = 0;
+        let mut host = None;
+        for field in fields {
+            let name = &buf[field.name.clone()];
+            if let Some(at) = HOP_BY_HOP.iter().position(|h| name.eq_ignore_ascii_case(h)) {
+                present[at] = true;
+                connection_fields += usize::from(at == CONNECTION_AT);
+            } else if host.is_none() && name.eq_ignore_ascii_case(b"host") {
+                host = Some(&buf[field.value.clone()]);
+            }
+        }
+        let first_value = |wanted: &[u8]| {
+            fields
+                .iter()
+                .find(|f| buf[f.name.clone()].eq_ignore_ascii_case(wanted))
+                .map(|f| &buf[f.value.clone()])
+        };
+        // Most messages that carry `Connection` say only `keep-alive`, which names no field.
+        let names_fields = present[CONNECTION_AT]
+            && (connection_fields > 1
+                || !first_value(b"connection")
+                    .is_some_and(|v| v.eq_ignore_ascii_case(b"keep-alive")));
+        let mut next_hop = NextHop {
+            buf,
+            fields,
+            names_fields,
+            te_trailers: false,
+            host,
+        };
+        // Judged on the first `TE` field left once the fields `Connection` names are gone.
+        next_hop.te_trailers = present[TE_AT]
+            && !next_hop.named(b"te")
+            && first_value(b"te").filter(|v| visible(v)).is_some_and(|v| {
+                v.split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+            });
+        next_hop
+    }
+
+    /// Whether a field named `name` goes on.
+    pub fn forwards(&self, name: &[u8]) -> bool {
+        !HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)) && !self.named(name)
+    }
+
+    /// The fields that go on, in order.
+    pub fn forwarded(&self) -> impl Iterator<Item = &'a Field> + '_ {
+        self.fields
+            .iter()
+            .filter(|f| self.forwards(&self.buf[f.name.clone()]))
+    }
+
+    /// Whether a `Connection` field names `name`. Only values of visible ASCII count, as
+    /// `HeaderValue::to_str` reads them in the hyper engine.
+    fn named(&self, name: &[u8]) -> bool {
+        self.names_fields
+            && self
+                .fields
+                .iter()
+                .filter(|f| self.buf[f.name.clone()].eq_ignore_ascii_case(b"connection"))
+                .map(|f| &self.buf[f.value.clone()])
+                .filter(|v| visible(v))
+                .flat_map(|v| v.split(|&b| b == b','))
+                .map(<[u8]>::trim_ascii)
+                .any(|option| {
+                    option.eq_ignore_ascii_case(name) && !option.eq_ignore_ascii_case(b"keep-alive")
+                })
+    }
+}
+
+/// Append the fields of a response (parsed from `buf`) that go on to the client to `out`, as
+/// `name: value` lines; the framing fields are the connection's to write.
+pub fn write_response_fields(buf: &[u8], fields: &[Field], out: &mut Vec<u8>) {
+    let next_hop = NextHop::survey(buf, fields);
+    for field in next_hop.forwarded() {
+        write_field(out, &buf[field.name.clone()], &buf[field.value.clone()]);
+    }
+    if next_hop.te_trailers {
+        write_field(out, b"te", b"trailers");
+    }
 }
 
 /// Append the head to send an HTTP/1.1 endpoint for `head` (parsed from `buf`, its fields in
@@ -74,55 +166,13 @@ pub fn write_request_head(
     let origin: &[u8] = origin_of_uri
         .as_ref()
         .map_or(without_fragment, |o| o.as_bytes());
-
-    let mut survey = Survey::default();
-    for (i, field) in fields.iter().enumerate() {
-        let name = name(field);
-        if let Some(at) = HOP_BY_HOP.iter().position(|h| name.eq_ignore_ascii_case(h)) {
-            survey.hop_by_hop[at] = true;
-            if at == 0 {
-                survey.connection_fields += 1;
-            }
-        } else if survey.host.is_none() && name.eq_ignore_ascii_case(b"host") {
-            survey.host = Some(i);
-        }
-    }
-    // Most requests that carry `Connection` say only `keep-alive`, which names no field.
-    let names_fields = survey.hop_by_hop[0]
-        && (survey.connection_fields > 1
-            || !fields
-                .iter()
-                .find(|f| name(f).eq_ignore_ascii_case(b"connection"))
-                .is_some_and(|f| value(f).eq_ignore_ascii_case(b"keep-alive")));
-    let named = |field_name: &[u8]| names_fields && connection_names(buf, fields, field_name);
-    let forwarded = |field: &Field| {
-        let field_name = name(field);
-        !HOP_BY_HOP
-            .iter()
-            .any(|h| field_name.eq_ignore_ascii_case(h))
-            && !named(field_name)
-    };
+    let next_hop = NextHop::survey(buf, fields);
     // The authority of an absolute-form target stands in for a missing `Host`.
-    let host: Option<&[u8]> = match survey.host {
-        Some(i) => Some(value(&fields[i])),
-        None => uri
-            .as_ref()
+    let host: Option<&[u8]> = next_hop.host.or_else(|| {
+        uri.as_ref()
             .and_then(http::Uri::authority)
-            .map(|a| a.as_str().as_bytes()),
-    };
-    // `TE: trailers` survives (gRPC needs it end to end), judged on the first `TE` field left
-    // once the fields `Connection` names are gone.
-    let keep_te_trailers = survey.hop_by_hop[3]
-        && !named(b"te")
-        && fields
-            .iter()
-            .find(|f| name(f).eq_ignore_ascii_case(b"te"))
-            .map(value)
-            .filter(|v| visible(v))
-            .is_some_and(|v| {
-                v.split(|&b| b == b',')
-                    .any(|t| trim(t).eq_ignore_ascii_case(b"trailers"))
-            });
+            .map(|a| a.as_str().as_bytes())
+    });
 
     out.extend_from_slice(head.method.as_str().as_bytes());
     out.push(b' ');
@@ -131,7 +181,7 @@ pub fn write_request_head(
     let mut forwarded_for_written = false;
     let mut saw_proto = false;
     let mut saw_forwarded_host = false;
-    for field in fields.iter().filter(|f| forwarded(f)) {
+    for field in next_hop.forwarded() {
         let field_name = name(field);
         if field_name.eq_ignore_ascii_case(b"host") {
             continue; // said once, below
@@ -165,7 +215,7 @@ pub fn write_request_head(
         }
         write_field(out, b"host", host);
     }
-    if keep_te_trailers {
+    if next_hop.te_trailers {
         write_field(out, b"te", b"trailers");
     }
     if head.body == BodyLength::Chunked {
@@ -175,30 +225,11 @@ pub fn write_request_head(
     Ok(())
 }
 
-/// Whether a `Connection` field names `field_name` (its `keep-alive` option names none). Only
-/// values of visible ASCII count, as `HeaderValue::to_str` reads them in the hyper engine.
-fn connection_names(buf: &[u8], fields: &[Field], field_name: &[u8]) -> bool {
-    fields
-        .iter()
-        .filter(|f| buf[f.name.clone()].eq_ignore_ascii_case(b"connection"))
-        .map(|f| &buf[f.value.clone()])
-        .filter(|v| visible(v))
-        .flat_map(|v| v.split(|&b| b == b','))
-        .map(trim)
-        .any(|option| {
-            option.eq_ignore_ascii_case(field_name) && !option.eq_ignore_ascii_case(b"keep-alive")
-        })
-}
-
 /// Visible ASCII, spaces and tabs: what `HeaderValue::to_str` accepts.
 fn visible(value: &[u8]) -> bool {
     value
         .iter()
         .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
-}
-
-fn trim(bytes: &[u8]) -> &[u8] {
-    bytes.trim_ascii()
 }
 
 fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {

@@ -92,3 +92,16 @@ fn an_absolute_target_goes_in_origin_form_and_names_the_host() {
 fn a_fragment_is_never_sent() {
     assert!(forwarded("GET /a#b HTTP/1.1\r\n\r\n").starts_with("GET /a HTTP/1.1\r\n"));
 }
+
+#[test]
+fn a_response_passes_on_its_fields_but_the_hop_by_hop_ones() {
+    let response = "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\
+                    Keep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\nX-End: 2\r\n\r\n";
+    let mut fields = Vec::new();
+    super::head::parse_response(response.as_bytes(), &http::Method::GET, &mut fields)
+        .expect("a valid response")
+        .expect("a whole head");
+    let mut out = Vec::new();
+    super::rewrite::write_response_fields(response.as_bytes(), &fields, &mut out);
+    assert_eq!(String::from_utf8(out).unwrap(), "X-End: 2\r\n");
+}
