@@ -15,7 +15,7 @@
 # Environment: RATE (200), DURATION (10, seconds per scenario and proxy), INJECT_AT (3),
 # ONLY ("rollcall haproxy nginx"), SCENARIOS (all: "killed black-holed failing-503 failing-500 rare-500
 # healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4 slow
-# slow-recovers mild-slow mild-slow-recovers"), ROLLCALL_ALGORITHM (rollcall's balancer where the
+# slow-recovers mild-slow mild-slow-recovers flapping"), ROLLCALL_ALGORITHM (rollcall's balancer where the
 # others use least connections: LeastRequest or PeakEwma; default its policy default),
 # SKIP_BUILD=1 (reuse target/release), ROLLCALL_LOG (info).
 set -euo pipefail
@@ -28,7 +28,7 @@ RATE="${RATE:-200}"
 DURATION="${DURATION:-10}"
 INJECT_AT="${INJECT_AT:-3}"
 ONLY="${ONLY:-rollcall haproxy nginx}"
-SCENARIOS="${SCENARIOS:-killed black-holed failing-503 failing-500 rare-500 healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4 slow slow-recovers mild-slow mild-slow-recovers}"
+SCENARIOS="${SCENARIOS:-killed black-holed failing-503 failing-500 rare-500 healthz-all-fail fifth-500 all-shed-503 refused-5s black-holed-rr fifth-500-fast-of-4 slow slow-recovers mild-slow mild-slow-recovers flapping}"
 ROLLCALL_ALGORITHM="${ROLLCALL_ALGORITHM:-}"
 
 log() { printf '%s\n' "$*" >&2; }

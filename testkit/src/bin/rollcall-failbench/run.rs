@@ -101,6 +101,9 @@ async fn drive(
             recovered = Some(Instant::now());
             last_count = b2.requests();
         }
+        if let Some((at, _)) = injected {
+            scenario.flap(backends, at.elapsed()).await?;
+        }
         let count = b2.requests();
         if let Some((at, _)) = injected
             && at.elapsed() >= Duration::from_secs(b2_share.len() as u64 + 1)

@@ -40,7 +40,14 @@ pub enum Scenario {
     MildSlow,
     /// `MildSlow` for [`RECOVER_AFTER`], then as fast as the others again.
     MildSlowRecovers,
+    /// Backend 2 is killed and revived in turn, [`FLAP_HALF_PERIOD`] down, the same up, until
+    /// the run ends: a flapping backend should cost no client anything, and its ups should not
+    /// pull traffic into its next down.
+    Flapping,
 }
+
+/// How long backend 2 stays down, then up, in turn, in [`Scenario::Flapping`].
+pub const FLAP_HALF_PERIOD: Duration = Duration::from_secs(1);
 
 /// Backend 2's answer time in [`Scenario::Slow`] and [`Scenario::SlowRecovers`] (the others
 /// answer at once).
@@ -57,7 +64,7 @@ pub const SLOW_PEERS: Duration = Duration::from_millis(50);
 /// The most backends a scenario uses.
 pub const MAX_BACKENDS: usize = 4;
 
-pub const ALL: [Scenario; 15] = [
+pub const ALL: [Scenario; 16] = [
     Scenario::Killed,
     Scenario::BlackHoled,
     Scenario::Failing503,
@@ -73,6 +80,7 @@ pub const ALL: [Scenario; 15] = [
     Scenario::SlowRecovers,
     Scenario::MildSlow,
     Scenario::MildSlowRecovers,
+    Scenario::Flapping,
 ];
 
 /// How long the failure lasts in the scenarios that recover ([`Scenario::Refused5s`]: backend 2
@@ -139,6 +147,7 @@ impl Scenario {
             Self::SlowRecovers => "slow-recovers",
             Self::MildSlow => "mild-slow",
             Self::MildSlowRecovers => "mild-slow-recovers",
+            Self::Flapping => "flapping",
         }
     }
 
@@ -185,6 +194,7 @@ impl Scenario {
             Self::MildSlowRecovers => {
                 "every backend answers in 10 ms; backend 2 in 25 ms for 5 s, then 10 ms again"
             }
+            Self::Flapping => "backend 2 killed and revived in turn, 1 s down, 1 s up, to the end",
         }
     }
 
@@ -238,6 +248,27 @@ impl Scenario {
         self != Self::Killed
     }
 
+    /// Keep a flapping backend 2 in the state this moment of the run calls for, `since` the
+    /// injection (down first); every other scenario leaves it alone.
+    pub(crate) async fn flap(
+        self,
+        backends: &[TestBackend],
+        since: Duration,
+    ) -> anyhow::Result<()> {
+        if self != Self::Flapping {
+            return Ok(());
+        }
+        let b2 = &backends[1];
+        let half_periods = since.as_millis() / FLAP_HALF_PERIOD.as_millis();
+        let up = half_periods % 2 == 1;
+        match (up, b2.is_alive()) {
+            (true, false) => b2.revive().await?,
+            (false, true) => b2.kill().await,
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Whether the failure is undone mid-run.
     pub fn recovers(self) -> bool {
         matches!(
@@ -280,7 +311,7 @@ impl Scenario {
             Self::AllShed503 => backends
                 .iter()
                 .for_each(|b| b.set_behavior(Behavior::fail_one_in(5, 503))),
-            Self::Refused5s => b2.kill().await,
+            Self::Refused5s | Self::Flapping => b2.kill().await,
             Self::Fifth500FastOfFour => b2.set_behavior(Behavior::fail_one_in(5, 500)),
             Self::Slow | Self::SlowRecovers => b2.set_behavior(Behavior::slow(SLOW_B2)),
             Self::MildSlow | Self::MildSlowRecovers => b2.set_behavior(Behavior::slow(MILD_B2)),
