@@ -1,7 +1,8 @@
 //! The HTTP/1.1 wire format for the sidecar's own forwarding path (`--http1-engine fast`):
 //! message heads parsed by `httparse` straight from a connection's read buffer (`head`), and
-//! body framing per RFC 9112 as a state machine over byte slices (`body`), and the head an
-//! endpoint is sent, rewritten as a forwarding proxy must (`rewrite`). No I/O and no
+//! body framing per RFC 9112 as a state machine over byte slices (`body`), the head an
+//! endpoint is sent, rewritten as a forwarding proxy must (`rewrite`), and a chunked body's
+//! framing on the way out (`encode`). No I/O and no
 //! allocation per message here: the connections that drive it own the buffers.
 //!
 //! Every decision mirrors hyper's HTTP/1 (the other engine), so the two refuse the same
@@ -9,6 +10,7 @@
 //! side by side over one corpus, and the `h1_wire` fuzz target compares them on arbitrary bytes.
 
 pub mod body;
+pub mod encode;
 pub mod fuzzing;
 pub mod head;
 pub mod rewrite;
@@ -17,6 +19,8 @@ pub mod rewrite;
 mod body_tests;
 #[cfg(test)]
 mod differential_tests;
+#[cfg(test)]
+mod encode_tests;
 #[cfg(test)]
 mod head_tests;
 #[cfg(test)]
