@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::body::{BodyError, Decoder};
 use super::head::{Field, parse_request, parse_response};
 
+pub mod answer;
 mod forwarded;
 
 pub use forwarded::Forwarded;
@@ -69,6 +70,14 @@ pub fn wire(data: &[u8]) -> bool {
     let ours = read_response(method, rest);
     let hypers = hyper_response(method, rest);
     assert_eq!(ours, hypers, "the engines read this response differently");
+    // A final answer the fast path would forward: the head the client gets must match too.
+    let forwarded = ours.refused.is_none()
+        && ours.messages.first().is_some_and(|m| {
+            m.start != "101" && !(*method == Method::CONNECT && m.start.starts_with('2'))
+        });
+    if forwarded {
+        answer::compare(method, rest);
+    }
     !ours.messages.is_empty()
 }
 

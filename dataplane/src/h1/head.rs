@@ -112,6 +112,8 @@ pub struct ResponseHead {
     /// Bytes of the buffer the head took, its final empty line included.
     pub len: usize,
     pub status: u16,
+    /// The reason phrase, as sent (it may be empty).
+    pub reason: Range<usize>,
     pub http11: bool,
     pub body: BodyLength,
     /// The endpoint will take another request on this connection.
@@ -288,6 +290,14 @@ pub fn parse_response(
     if http::StatusCode::from_u16(status).is_err() {
         return Err(HeadError::Malformed("invalid status code"));
     }
+    // An empty reason may not point into `buf` at all.
+    let reason = match res.reason {
+        Some(r) if !r.is_empty() => {
+            let at = offset(buf, r.as_bytes());
+            at..at + r.len()
+        }
+        _ => 0..0,
+    };
     record_fields(buf, res.headers, fields)?;
     let http11 = version == 1;
     let mut keep_alive = http11;
@@ -326,6 +336,7 @@ pub fn parse_response(
     Ok(Some(ResponseHead {
         len,
         status,
+        reason,
         http11,
         body,
         keep_alive,

@@ -1,9 +1,9 @@
 //! The HTTP/1.1 wire format for the sidecar's own forwarding path (`--http1-engine fast`):
-//! message heads parsed by `httparse` straight from a connection's read buffer (`head`), and
-//! body framing per RFC 9112 as a state machine over byte slices (`body`), the head an
-//! endpoint is sent, rewritten as a forwarding proxy must (`rewrite`), and a chunked body's
-//! framing on the way out (`encode`). No I/O and no
-//! allocation per message here: the connections that drive it own the buffers.
+//! message heads parsed by `httparse` straight from a connection's read buffer (`head`), body
+//! framing per RFC 9112 as a state machine over byte slices (`body`), the head an endpoint is
+//! sent, rewritten as a forwarding proxy must (`rewrite`), the head a client is sent for an
+//! endpoint's answer (`respond`), and a chunked body's framing on the way out (`encode`). No
+//! I/O, and no allocation per ordinary message: the connections that drive it own the buffers.
 //!
 //! Every decision mirrors hyper's HTTP/1 (the other engine), so the two refuse the same
 //! messages with the same status and frame the same bodies; `differential_tests` holds them
@@ -13,6 +13,7 @@ pub mod body;
 pub mod encode;
 pub mod fuzzing;
 pub mod head;
+pub mod respond;
 pub mod rewrite;
 
 #[cfg(test)]
@@ -23,5 +24,7 @@ mod differential_tests;
 mod encode_tests;
 #[cfg(test)]
 mod head_tests;
+#[cfg(test)]
+mod respond_tests;
 #[cfg(test)]
 mod rewrite_tests;

@@ -1,0 +1,190 @@
+//! The head a client is sent for an endpoint's answer, from both engines: the hyper engine
+//! (hyper's client reads the endpoint's bytes, the hop-by-hop fields go, hyper's server writes
+//! the answer) and `crate::h1::respond`. Compared as a client reads them: status line and
+//! fields (field order aside, as HTTP allows), `Date` aside where the endpoint sent none (each
+//! engine says its own now).
+
+use bytes::Bytes;
+use http::Method;
+use http_body_util::Empty;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::h1::head::parse_response;
+use crate::h1::respond::{Outgoing, write_response_head};
+use crate::proxy::headers::strip_hop_by_hop;
+
+/// Panics where the engines write different heads to the client for the endpoint's `answer`
+/// to a `method` request (a valid, final answer: not 101, not CONNECT's 2xx), on a connection
+/// that stays open and on one that closes after it.
+pub fn compare(method: &Method, answer: &[u8]) {
+    let dated = answer
+        .windows(7)
+        .any(|w| w.eq_ignore_ascii_case(b"\r\ndate:"));
+    for closing in [false, true] {
+        let (ours, _) = ours(method, closing, answer);
+        let Some(hypers) = hypers(method, closing, answer) else {
+            // The one answer hyper's server drops the connection for rather than write it:
+            // HEAD's, when the endpoint repeated `Content-Length`. The codec says it once.
+            assert!(
+                *method == Method::HEAD && repeats_content_length(method, answer),
+                "hyper's server wrote no head for {method} {:?}",
+                String::from_utf8_lossy(answer)
+            );
+            continue;
+        };
+        assert_eq!(
+            seen(&ours, dated),
+            seen(&hypers, dated),
+            "the engines answer {method} closing={closing} differently: {:?}",
+            String::from_utf8_lossy(answer)
+        );
+    }
+}
+
+/// Whether the final answer in `answer` has more than one `Content-Length` field.
+fn repeats_content_length(method: &Method, answer: &[u8]) -> bool {
+    let mut data = answer;
+    let mut fields = Vec::new();
+    while let Ok(Some(head)) = parse_response(data, method, &mut fields) {
+        if (100..200).contains(&head.status) && head.status != 101 {
+            data = &data[head.len..];
+            continue;
+        }
+        return fields
+            .iter()
+            .filter(|f| data[f.name.clone()].eq_ignore_ascii_case(b"content-length"))
+            .count()
+            > 1;
+    }
+    false
+}
+
+/// A head as compared: version, status, reason, then the fields in name order.
+pub type Seen = (u8, u16, String, Vec<(String, String)>);
+
+fn request(method: &Method, closing: bool) -> String {
+    let close = if closing { "Connection: close\r\n" } else { "" };
+    format!("{method} / HTTP/1.1\r\nHost: a\r\n{close}\r\n")
+}
+
+pub fn seen(head: &[u8], endpoint_dated: bool) -> Seen {
+    let mut fields = [httparse::EMPTY_HEADER; 64];
+    let mut response = httparse::Response::new(&mut fields);
+    let parsed = response.parse(head);
+    assert!(
+        matches!(parsed, Ok(httparse::Status::Complete(n)) if n == head.len()),
+        "not one whole head: {parsed:?} {:?}",
+        String::from_utf8_lossy(head)
+    );
+    let mut named: Vec<(String, String)> = response
+        .headers
+        .iter()
+        .map(|f| {
+            let name = f.name.to_ascii_lowercase();
+            let value = if name == "date" && !endpoint_dated {
+                "<now>".to_owned()
+            } else {
+                String::from_utf8_lossy(f.value).into_owned()
+            };
+            (name, value)
+        })
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    (
+        response.version.unwrap_or(9),
+        response.code.unwrap_or(0),
+        response.reason.unwrap_or("?").to_owned(),
+        named,
+    )
+}
+
+/// The head hyper's server writes to the client for the endpoint's `answer`; `None` when it
+/// closes the connection without one.
+pub fn hypers(method: &Method, closing: bool, answer: &[u8]) -> Option<Vec<u8>> {
+    let request = request(method, closing);
+    let answer = answer.to_vec();
+    let method = method.clone();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(async move {
+            let service = hyper::service::service_fn(move |_req| {
+                let (method, answer) = (method.clone(), answer.clone());
+                async move {
+                    let (client, mut endpoint) = tokio::io::duplex(64 * 1024);
+                    let (mut sender, conn) =
+                        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(client))
+                            .await
+                            .expect("a client connection");
+                    tokio::spawn(conn);
+                    tokio::spawn(async move {
+                        let _ = endpoint.write_all(&answer).await;
+                        let _ = endpoint.shutdown().await;
+                        let mut sink = Vec::new();
+                        let _ = endpoint.read_to_end(&mut sink).await;
+                    });
+                    let upstream = http::Request::builder()
+                        .method(method)
+                        .uri("/")
+                        .header("host", "endpoint")
+                        .body(Empty::<Bytes>::new())
+                        .expect("a request");
+                    let response = sender.send_request(upstream).await.expect("an answer");
+                    // What the hyper engine does to it (`proxy::response_body`).
+                    let (mut parts, body) = response.into_parts();
+                    strip_hop_by_hop(&mut parts.headers);
+                    Ok::<_, hyper::Error>(http::Response::from_parts(parts, body))
+                }
+            });
+            let (mut client, server) = tokio::io::duplex(64 * 1024);
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(server), service),
+            );
+            client.write_all(request.as_bytes()).await.expect("sent");
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                let n =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), client.read(&mut byte))
+                        .await
+                        .expect("the head in time")
+                        .expect("read");
+                if n == 0 {
+                    assert!(head.is_empty(), "the connection closed inside the head");
+                    return None;
+                }
+                head.push(byte[0]);
+            }
+            Some(head)
+        })
+}
+
+/// The head `super::respond` writes for the same, and how its body goes.
+pub fn ours(method: &Method, closing: bool, answer: &[u8]) -> (Vec<u8>, Outgoing) {
+    let mut data = answer;
+    let mut fields = Vec::new();
+    let head = loop {
+        let head = parse_response(data, method, &mut fields)
+            .expect("a valid answer")
+            .expect("a whole head");
+        // Interim answers go no further, as in the hyper engine.
+        if (100..200).contains(&head.status) && head.status != 101 {
+            data = &data[head.len..];
+            continue;
+        }
+        break head;
+    };
+    let mut out = Vec::new();
+    let outgoing = write_response_head(
+        data,
+        &head,
+        &fields,
+        method,
+        closing,
+        b"Sun, 06 Dec 2026 20:00:00 GMT",
+        &mut out,
+    );
+    (out, outgoing)
+}

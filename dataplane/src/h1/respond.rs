@@ -1,0 +1,138 @@
+//! The head a client is sent for an endpoint's response, written straight from the parsed one,
+//! as the hyper engine writes it: hyper's server, handed the response hyper's client read with
+//! its hop-by-hop fields removed. The status line carries the endpoint's version and reason
+//! phrase; the fields go on as `super::rewrite::NextHop` decides; `Content-Length` is said once
+//! when the body has a length or answers HEAD, and dropped otherwise; a body of unknown length goes chunked to an HTTP/1.1 answer and
+//! until the close from HTTP/1.0; `Trailer` survives only where a chunked body may carry
+//! trailers, its values on one line; `Date` is added when the endpoint sent none; and
+//! `Connection: close` when this answer ends the connection. `respond_tests` compares the two
+//! on every case.
+//!
+//! For an HTTP/1.1 client: an HTTP/1.0 client, a 1xx interim answer and an upgrade are not for
+//! this path.
+
+use http::Method;
+
+use super::head::{BodyLength, Field, ResponseHead};
+use super::rewrite::NextHop;
+
+/// How the body that follows the head goes to the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outgoing {
+    /// Nothing follows the head.
+    Empty,
+    /// This many bytes, as the endpoint framed them.
+    Length(u64),
+    /// Chunks (`super::encode`), ended by the last chunk.
+    Chunked,
+    /// The bytes until the connection closes, which it must after them.
+    UntilClose,
+}
+
+/// Append the head of the answer to a `method` request to `out`, for the endpoint's response
+/// `head` (parsed from `buf`, its fields in `fields`). `closing`: the connection ends after
+/// this answer. `date`: today's `Date` value, used when the endpoint sent none. Returns how
+/// the body goes out.
+pub fn write_response_head(
+    buf: &[u8],
+    head: &ResponseHead,
+    fields: &[Field],
+    method: &Method,
+    closing: bool,
+    date: &[u8],
+    out: &mut Vec<u8>,
+) -> Outgoing {
+    let status = head.status;
+    let no_content = matches!(status, 204 | 304) || (100..200).contains(&status);
+    let head_request = *method == Method::HEAD;
+    let may_have_body = !no_content && !head_request;
+    let may_chunk = may_have_body && head.http11;
+
+    out.extend_from_slice(if head.http11 {
+        b"HTTP/1.1 "
+    } else {
+        b"HTTP/1.0 "
+    });
+    out.extend_from_slice(status_digits(status).as_slice());
+    out.push(b' ');
+    out.extend_from_slice(&buf[head.reason.clone()]);
+    out.extend_from_slice(b"\r\n");
+
+    let next_hop = NextHop::survey(buf, fields);
+    let mut said_length = false;
+    let mut said_date = false;
+    for field in next_hop.forwarded() {
+        let name = &buf[field.name.clone()];
+        let value = &buf[field.value.clone()];
+        if name.eq_ignore_ascii_case(b"content-length") {
+            // The answer to HEAD says the length of what GET would get, as the endpoint said
+            // it, whatever the status; otherwise only a body with a length says one. Once
+            // either way: hyper's server drops the connection instead of answering HEAD when
+            // the endpoint repeated the field (the parser has refused differing values).
+            let says_length = head_request || matches!(head.body, BodyLength::Length(_));
+            if says_length && !said_length {
+                write_field(out, b"content-length", value);
+                said_length = true;
+            }
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"trailer") {
+            continue; // below, on one line
+        }
+        said_date |= name.eq_ignore_ascii_case(b"date");
+        write_field(out, name, value);
+    }
+    if may_chunk {
+        // Every `Trailer` value on one line, where a chunked body could carry trailers.
+        let mut trailer_values = next_hop
+            .forwarded()
+            .filter(|f| buf[f.name.clone()].eq_ignore_ascii_case(b"trailer"))
+            .map(|f| &buf[f.value.clone()]);
+        if let Some(first) = trailer_values.next() {
+            out.extend_from_slice(b"trailer: ");
+            out.extend_from_slice(first);
+            for value in trailer_values {
+                out.extend_from_slice(b", ");
+                out.extend_from_slice(value);
+            }
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if next_hop.te_trailers {
+        write_field(out, b"te", b"trailers");
+    }
+    if closing {
+        write_field(out, b"connection", b"close");
+    }
+    let outgoing = match head.body {
+        _ if !may_have_body => Outgoing::Empty,
+        BodyLength::Length(n) => Outgoing::Length(n),
+        BodyLength::Empty => {
+            write_field(out, b"content-length", b"0");
+            Outgoing::Empty
+        }
+        BodyLength::Chunked | BodyLength::UntilClose if may_chunk => {
+            write_field(out, b"transfer-encoding", b"chunked");
+            Outgoing::Chunked
+        }
+        BodyLength::Chunked | BodyLength::UntilClose => Outgoing::UntilClose,
+    };
+    if !said_date {
+        write_field(out, b"date", date);
+    }
+    out.extend_from_slice(b"\r\n");
+    outgoing
+}
+
+/// A status code's three digits.
+fn status_digits(status: u16) -> [u8; 3] {
+    let digit = |n: u16| b'0' + (n % 10) as u8;
+    [digit(status / 100), digit(status / 10), digit(status)]
+}
+
+fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
