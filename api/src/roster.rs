@@ -95,6 +95,21 @@ pub struct Endpoint {
     pub weight: u32,
 }
 
+impl Endpoint {
+    /// An endpoint at `addr` that is ready and serving, of weight 1, with no pod or zone named.
+    pub fn serving(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            pod: None,
+            zone: None,
+            ready: true,
+            serving: true,
+            terminating: false,
+            weight: 1,
+        }
+    }
+}
+
 /// The complete routing state of one pool.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Roster {

@@ -117,13 +117,9 @@ fn roster(backends: &[&TestBackend]) -> Roster {
             .iter()
             .enumerate()
             .map(|(i, b)| Endpoint {
-                addr: b.addr(),
                 pod: Some(format!("web-{i}")),
                 zone: Some("a".into()),
-                ready: true,
-                serving: true,
-                terminating: false,
-                weight: 1,
+                ..Endpoint::serving(b.addr())
             })
             .collect(),
         policy,

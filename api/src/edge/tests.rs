@@ -3,13 +3,8 @@ use crate::policy::Algorithm;
 
 fn endpoint(addr: &str) -> Endpoint {
     Endpoint {
-        addr: addr.parse().unwrap(),
         pod: Some("web-1".into()),
-        zone: None,
-        ready: true,
-        serving: true,
-        terminating: false,
-        weight: 1,
+        ..Endpoint::serving(addr.parse().unwrap())
     }
 }
 

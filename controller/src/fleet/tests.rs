@@ -31,17 +31,7 @@ fn hub(endpoints: usize, checkers: u32, max_ejection_percent: u32) -> RosterHub 
     policy.health_check.checkers = checkers;
     policy.outlier_detection.max_ejection_percent = max_ejection_percent;
     let roster = Roster {
-        endpoints: (0..endpoints)
-            .map(|i| Endpoint {
-                addr: addr(i),
-                pod: None,
-                zone: None,
-                ready: true,
-                serving: true,
-                terminating: false,
-                weight: 1,
-            })
-            .collect(),
+        endpoints: (0..endpoints).map(|i| Endpoint::serving(addr(i))).collect(),
         policy,
         service: "shop/web:http".into(),
     };

@@ -5,14 +5,10 @@ use rollcall_api::roster::Roster;
 fn roster(n: usize) -> PoolState {
     PoolState::Roster(Roster {
         endpoints: (0..n)
-            .map(|i| rollcall_api::roster::Endpoint {
-                addr: format!("10.0.0.{}:80", i + 1).parse().unwrap(),
-                pod: None,
-                zone: None,
-                ready: true,
-                serving: true,
-                terminating: false,
-                weight: 1,
+            .map(|i| {
+                rollcall_api::roster::Endpoint::serving(
+                    format!("10.0.0.{}:80", i + 1).parse().unwrap(),
+                )
             })
             .collect(),
         policy: PoolPolicy::default(),

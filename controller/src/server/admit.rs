@@ -69,15 +69,7 @@ mod tests {
     use super::*;
 
     fn endpoint(addr: &str) -> Endpoint {
-        Endpoint {
-            addr: addr.parse().unwrap(),
-            pod: None,
-            zone: None,
-            ready: true,
-            serving: true,
-            terminating: false,
-            weight: 1,
-        }
+        Endpoint::serving(addr.parse().unwrap())
     }
 
     fn health(addr: &str, reason: &str, error: Option<&str>) -> EndpointHealth {

@@ -677,13 +677,8 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, w)| Endpoint {
-                    addr: format!("10.0.0.{}:80", i + 1).parse().unwrap(),
-                    pod: None,
-                    zone: None,
-                    ready: true,
-                    serving: true,
-                    terminating: false,
                     weight: *w,
+                    ..Endpoint::serving(format!("10.0.0.{}:80", i + 1).parse().unwrap())
                 })
                 .collect(),
             policy: PoolPolicy::default(),

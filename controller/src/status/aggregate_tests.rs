@@ -19,13 +19,9 @@ fn roster(n: usize) -> Roster {
     Roster {
         endpoints: (1..=n)
             .map(|i| Endpoint {
-                addr: addr(i),
                 pod: Some(format!("web-{i}")),
                 zone: Some("a".into()),
-                ready: true,
-                serving: true,
-                terminating: false,
-                weight: 1,
+                ..Endpoint::serving(addr(i))
             })
             .collect(),
         policy: PoolPolicy::default(),
