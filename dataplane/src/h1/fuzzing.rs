@@ -16,6 +16,7 @@ use super::head::{Field, parse_request, parse_response};
 
 pub mod answer;
 mod forwarded;
+pub mod sent;
 
 pub use forwarded::Forwarded;
 use forwarded::{
@@ -63,6 +64,8 @@ pub fn wire(data: &[u8]) -> bool {
         let ours = read_requests(rest);
         let hypers = hyper_requests(rest);
         assert_eq!(ours, hypers, "the engines read these requests differently");
+        // The first request's head as the endpoint reads it must match too.
+        sent::compare(rest);
         return !ours.messages.is_empty();
     }
     let methods = [Method::GET, Method::HEAD, Method::POST, Method::CONNECT];

@@ -14,7 +14,7 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// Where the request goes, in both URI forms, checked before the first try.
 #[derive(Clone, Debug)]
-pub(super) struct Target {
+pub(crate) struct Target {
     /// Origin form, for HTTP/1.1.
     origin: Uri,
     /// Absolute form, for HTTP/2; `None` for an HTTP/1.1 pool.
@@ -25,7 +25,7 @@ impl Target {
     /// `Err` is why the request cannot be forwarded at all (the client's fault): a target that
     /// is not a path, or, for an HTTP/2 pool, a host that cannot be an authority. The absolute
     /// form is made only for an HTTP/2 pool (an HTTP/1.1 request never needs it).
-    pub(super) fn of(
+    pub(crate) fn of(
         parts: &http::request::Parts,
         host: Option<&HeaderValue>,
         http2: bool,
@@ -70,7 +70,7 @@ fn absolute_form(origin: &Uri, host: Option<&HeaderValue>) -> Result<Uri, http::
 
 /// The upstream request: origin-form URI on an HTTP/1.1 connection, absolute URI on an HTTP/2
 /// one; `grpc_left` is the client's remaining deadline when it sent one.
-pub(super) fn build_request(
+pub(crate) fn build_request(
     parts: &http::request::Parts,
     target: &Target,
     body: ProxyBody,
