@@ -68,7 +68,7 @@ fn request(method: &Method, closing: bool) -> String {
 }
 
 pub fn seen(head: &[u8], endpoint_dated: bool) -> Seen {
-    let mut fields = [httparse::EMPTY_HEADER; 64];
+    let mut fields = [httparse::EMPTY_HEADER; crate::h1::head::MAX_FIELDS + 8];
     let mut response = httparse::Response::new(&mut fields);
     let parsed = response.parse(head);
     assert!(
