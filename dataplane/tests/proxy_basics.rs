@@ -113,6 +113,45 @@ async fn endpoint_that_answers_garbage_gives_502() {
 }
 
 #[tokio::test]
+async fn a_length_that_the_transfer_coding_overrides_does_not_cut_the_body() {
+    // The endpoint frames its body chunked and also says a (wrong) Content-Length: the coding
+    // decides (RFC 9112 §6.3), and the length must not reach the client, where it would cut
+    // the body short.
+    let endpoint = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = endpoint.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        loop {
+            let Ok((mut s, _)) = endpoint.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n\
+                          b\r\nhello world\r\n0\r\n\r\n",
+                    )
+                    .await;
+                let _ = s.read(&mut buf).await;
+            });
+        }
+    });
+    let h = Harness::start(&config(&[addr], "{healthCheck: {type: None}}")).await;
+    let reply = rollcall_testkit::client::get(h.listen("web").await, "/")
+        .await
+        .unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.text(), "hello world");
+    assert!(
+        !reply.headers.contains_key("content-length"),
+        "{:?}",
+        reply.headers
+    );
+}
+
+#[tokio::test]
 async fn four_xx_never_counts_against_an_endpoint() {
     let backend = TestBackend::spawn(Behavior::Status(404)).await.unwrap();
     let h = Harness::start(&config(&[backend.addr()], "{healthCheck: {type: None}, outlierDetection: {consecutive5xx: 2, consecutiveGatewayErrors: 2}}")).await;

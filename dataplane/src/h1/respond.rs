@@ -2,7 +2,8 @@
 //! as the hyper engine writes it: hyper's server, handed the response hyper's client read with
 //! its hop-by-hop fields removed. The status line carries the endpoint's version and reason
 //! phrase; the fields go on as `super::rewrite::NextHop` decides; `Content-Length` is said once
-//! when the body has a length or answers HEAD, and dropped otherwise; a body of unknown length goes chunked to an HTTP/1.1 answer and
+//! when the body has a length or answers HEAD, and dropped otherwise (always when
+//! `Transfer-Encoding` overrides it); a body of unknown length goes chunked to an HTTP/1.1 answer and
 //! until the close from HTTP/1.0; `Trailer` survives only where a chunked body may carry
 //! trailers, its values on one line; `Date` is added when the endpoint sent none; and
 //! `Connection: close` when this answer ends the connection. `respond_tests` compares the two
@@ -59,6 +60,10 @@ pub fn write_response_head(
     out.extend_from_slice(b"\r\n");
 
     let next_hop = NextHop::survey(buf, fields);
+    // A `Content-Length` that `Transfer-Encoding` overrides is not passed on (RFC 9112 §6.3).
+    let coded = fields
+        .iter()
+        .any(|f| buf[f.name.clone()].eq_ignore_ascii_case(b"transfer-encoding"));
     let mut said_length = false;
     let mut said_date = false;
     for field in next_hop.forwarded() {
@@ -69,7 +74,8 @@ pub fn write_response_head(
             // it, whatever the status; otherwise only a body with a length says one. Once
             // either way: hyper's server drops the connection instead of answering HEAD when
             // the endpoint repeated the field (the parser has refused differing values).
-            let says_length = head_request || matches!(head.body, BodyLength::Length(_));
+            let says_length =
+                !coded && (head_request || matches!(head.body, BodyLength::Length(_)));
             if says_length && !said_length {
                 write_field(out, b"content-length", value);
                 said_length = true;

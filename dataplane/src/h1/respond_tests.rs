@@ -105,6 +105,33 @@ fn both_engines_write_the_same_head_to_the_client() {
             "HTTP/1.1 204 No Content\r\nContent-Length: 3\r\nTrailer: x\r\n\r\n",
             Outgoing::Empty,
         ),
+        // Found by fuzzing: a length that a transfer coding overrides is not passed on (the
+        // hyper engine passed it, and so cut the body to it, or dropped the connection when it
+        // was not a number).
+        (
+            &get,
+            false,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            Outgoing::Chunked,
+        ),
+        (
+            &get,
+            false,
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: gzip\r\n\r\nhello, and more",
+            Outgoing::Chunked,
+        ),
+        (
+            &get,
+            false,
+            "HTTP/1.1 200 OK\r\nContent-Length: x\r\nTransfer-Encoding: gzip\r\n\r\nraw",
+            Outgoing::Chunked,
+        ),
+        (
+            &head,
+            false,
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            Outgoing::Empty,
+        ),
         // Found by the fuzz corpus: the answer to HEAD keeps its length whatever the status.
         (
             &head,

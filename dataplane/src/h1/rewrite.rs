@@ -126,8 +126,16 @@ impl<'a> NextHop<'a> {
 /// `name: value` lines; the framing fields are the connection's to write.
 pub fn write_response_fields(buf: &[u8], fields: &[Field], out: &mut Vec<u8>) {
     let next_hop = NextHop::survey(buf, fields);
+    // A `Content-Length` that `Transfer-Encoding` overrides goes too (RFC 9112 §6.3).
+    let coded = fields
+        .iter()
+        .any(|f| buf[f.name.clone()].eq_ignore_ascii_case(b"transfer-encoding"));
     for field in next_hop.forwarded() {
-        write_field(out, &buf[field.name.clone()], &buf[field.value.clone()]);
+        let name = &buf[field.name.clone()];
+        if coded && name.eq_ignore_ascii_case(b"content-length") {
+            continue;
+        }
+        write_field(out, name, &buf[field.value.clone()]);
     }
     if next_hop.te_trailers {
         write_field(out, b"te", b"trailers");

@@ -108,6 +108,16 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// An endpoint's response fields as they go to the client: a `Content-Length` that
+/// `Transfer-Encoding` overrides is removed (RFC 9112 §6.3: the coding framed the body, and the
+/// client's framing is the sidecar's to choose), then the hop-by-hop fields.
+pub fn prepare_response_fields(headers: &mut HeaderMap) {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        headers.remove(header::CONTENT_LENGTH);
+    }
+    strip_hop_by_hop(headers);
+}
+
 /// The host a request names: its first `Host` field, else the authority of an absolute-form
 /// target. Read before [`prepare_request_fields`], which may remove the field.
 pub fn request_host(headers: &HeaderMap, uri: &Uri) -> Option<HeaderValue> {
@@ -175,6 +185,21 @@ mod tests {
             );
         }
         m
+    }
+
+    #[test]
+    fn a_response_length_that_a_transfer_coding_overrides_does_not_reach_the_client() {
+        let mut h = map(&[
+            ("transfer-encoding", "chunked"),
+            ("content-length", "2"),
+            ("x-kept", "1"),
+        ]);
+        prepare_response_fields(&mut h);
+        assert_eq!(h, map(&[("x-kept", "1")]));
+        // Without a transfer coding the length is the body's framing, and stays.
+        let mut h = map(&[("content-length", "2"), ("connection", "close")]);
+        prepare_response_fields(&mut h);
+        assert_eq!(h, map(&[("content-length", "2")]));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::client_body::Progress;
 use super::grpc;
-use super::headers::strip_hop_by_hop;
+use super::headers::prepare_response_fields;
 use super::try_record::TryRecord;
 use crate::pool::Endpoint;
 use crate::upstream::{BoxError, ProxyBody, Release};
@@ -69,7 +69,7 @@ where
     /// the body may send nothing for `idle` at most while we wait on it (zero: no limit).
     pub(super) fn wrap(answered: Answered<B>, idle: Duration) -> Response<ProxyBody> {
         let (mut parts, inner) = answered.response.into_parts();
-        strip_hop_by_hop(&mut parts.headers);
+        prepare_response_fields(&mut parts.headers);
         let mut body = TrackedBody {
             inner,
             idle,

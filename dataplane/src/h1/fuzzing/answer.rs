@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::h1::head::parse_response;
 use crate::h1::respond::{Outgoing, write_response_head};
-use crate::proxy::headers::strip_hop_by_hop;
+use crate::proxy::headers::prepare_response_fields;
 
 /// Panics where the engines write different heads to the client for the endpoint's `answer`
 /// to a `method` request (a valid, final answer: not 101, not CONNECT's 2xx), on a connection
@@ -133,7 +133,7 @@ pub fn hypers(method: &Method, closing: bool, answer: &[u8]) -> Option<Vec<u8>> 
                     let response = sender.send_request(upstream).await.expect("an answer");
                     // What the hyper engine does to it (`proxy::response_body`).
                     let (mut parts, body) = response.into_parts();
-                    strip_hop_by_hop(&mut parts.headers);
+                    prepare_response_fields(&mut parts.headers);
                     Ok::<_, hyper::Error>(http::Response::from_parts(parts, body))
                 }
             });

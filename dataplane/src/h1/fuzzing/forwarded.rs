@@ -6,7 +6,9 @@
 use super::super::head::{BodyLength, Field, RequestHead};
 use super::super::rewrite::{write_request_head, write_response_fields};
 use super::{hyper_fields, in_name_order};
-use crate::proxy::headers::{ClientAddr, prepare_request_fields, request_host, strip_hop_by_hop};
+use crate::proxy::headers::{
+    ClientAddr, prepare_request_fields, prepare_response_fields, request_host,
+};
 use crate::proxy::request::origin_form;
 
 /// A request head as it goes on to an endpoint: its method and origin-form target (or why
@@ -95,7 +97,7 @@ pub(super) fn response_forwarded_by_codec(data: &[u8], fields: &[Field], status:
 /// The fields the hyper engine passes on to the client from a response hyper's client read.
 pub(super) fn response_forwarded_by_hyper_engine(parts: &http::response::Parts) -> Forwarded {
     let mut headers = parts.headers.clone();
-    strip_hop_by_hop(&mut headers);
+    prepare_response_fields(&mut headers);
     Forwarded {
         line: parts.status.as_u16().to_string(),
         fields: hyper_fields(&headers),
