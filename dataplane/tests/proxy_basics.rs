@@ -152,6 +152,35 @@ async fn a_length_that_the_transfer_coding_overrides_does_not_cut_the_body() {
 }
 
 #[tokio::test]
+async fn a_get_with_a_chunked_body_reaches_the_endpoint_with_its_body() {
+    // hyper's client frames a GET whose body has no length as empty and drops the body; the
+    // sidecar sends it on chunked, as the client framed it.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
+    let h = Harness::start(&config(&[backend.addr()], "{healthCheck: {type: None}}")).await;
+    let mut client = tokio::net::TcpStream::connect(h.listen("web").await)
+        .await
+        .unwrap();
+    client
+        .write_all(
+            b"GET /echo-body HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\
+              Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    support::within(client.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("hello"),
+        "the body did not arrive: {answer}"
+    );
+}
+
+#[tokio::test]
 async fn four_xx_never_counts_against_an_endpoint() {
     let backend = TestBackend::spawn(Behavior::Status(404)).await.unwrap();
     let h = Harness::start(&config(&[backend.addr()], "{healthCheck: {type: None}, outlierDetection: {consecutive5xx: 2, consecutiveGatewayErrors: 2}}")).await;

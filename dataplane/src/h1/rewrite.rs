@@ -126,13 +126,17 @@ impl<'a> NextHop<'a> {
 /// `name: value` lines; the framing fields are the connection's to write.
 pub fn write_response_fields(buf: &[u8], fields: &[Field], out: &mut Vec<u8>) {
     let next_hop = NextHop::survey(buf, fields);
-    // A `Content-Length` that `Transfer-Encoding` overrides goes too (RFC 9112 §6.3).
+    // A `Content-Length` that `Transfer-Encoding` overrides goes too (RFC 9112 §6.3), and a
+    // repeated one is said once.
     let coded = fields
         .iter()
         .any(|f| buf[f.name.clone()].eq_ignore_ascii_case(b"transfer-encoding"));
+    let mut said_length = false;
     for field in next_hop.forwarded() {
         let name = &buf[field.name.clone()];
-        if coded && name.eq_ignore_ascii_case(b"content-length") {
+        if name.eq_ignore_ascii_case(b"content-length")
+            && (coded || std::mem::replace(&mut said_length, true))
+        {
             continue;
         }
         write_field(out, name, &buf[field.value.clone()]);

@@ -110,10 +110,19 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// An endpoint's response fields as they go to the client: a `Content-Length` that
 /// `Transfer-Encoding` overrides is removed (RFC 9112 §6.3: the coding framed the body, and the
-/// client's framing is the sidecar's to choose), then the hop-by-hop fields.
+/// client's framing is the sidecar's to choose), a repeated one said once, then the hop-by-hop
+/// fields go.
 pub fn prepare_response_fields(headers: &mut HeaderMap) {
     if headers.contains_key(header::TRANSFER_ENCODING) {
         headers.remove(header::CONTENT_LENGTH);
+    } else {
+        // A length repeated (with one value: hyper's client refuses differing ones) is said
+        // once; hyper's server would drop the connection rather than answer HEAD with two.
+        let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+        if let (Some(first), Some(_)) = (lengths.next(), lengths.next()) {
+            let first = first.clone();
+            headers.insert(header::CONTENT_LENGTH, first);
+        }
     }
     strip_hop_by_hop(headers);
 }

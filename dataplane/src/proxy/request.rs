@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use http::header::HeaderValue;
 use http::{HeaderMap, HeaderName, Request, Uri, Version};
+use http_body::Body;
 
 use crate::upstream::ProxyBody;
 
@@ -96,6 +97,15 @@ pub(crate) fn build_request(
         None => {
             *request.uri_mut() = target.origin.clone();
             *request.version_mut() = Version::HTTP_11;
+            // A body of unknown length goes chunked whatever the method: hyper's client frames
+            // a GET, HEAD or DELETE with such a body as empty and drops the body.
+            let body = request.body();
+            if !body.is_end_stream() && body.size_hint().exact().is_none() {
+                request.headers_mut().insert(
+                    http::header::TRANSFER_ENCODING,
+                    HeaderValue::from_static("chunked"),
+                );
+            }
         }
     }
     if let Some(left) = grpc_left {
