@@ -23,9 +23,33 @@ static HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
 ];
 
 const HOP_BY_HOP_COUNT: usize = 6;
-/// Where `Connection` and `TE` stand in `HOP_BY_HOP`: each needs a look at its value.
+/// Where `Connection` and `TE` stand in `HOP_BY_HOP`: each needs a look at its value; and
+/// `Transfer-Encoding`, which overrides a response's `Content-Length`.
 const CONNECTION_AT: usize = 0;
 const TE_AT: usize = 3;
+const TRANSFER_ENCODING_AT: usize = 4;
+
+/// What one pass over a message's fields found: which hop-by-hop fields are there, and how many
+/// `Content-Length` fields.
+struct Survey {
+    present: [bool; HOP_BY_HOP_COUNT],
+    lengths: usize,
+}
+
+fn survey(headers: &HeaderMap) -> Survey {
+    let mut survey = Survey {
+        present: [false; HOP_BY_HOP_COUNT],
+        lengths: 0,
+    };
+    for (name, _) in headers {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            survey.present[i] = true;
+        } else if *name == header::CONTENT_LENGTH {
+            survey.lengths += 1;
+        }
+    }
+    survey
+}
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
@@ -55,17 +79,14 @@ impl ClientAddr {
 /// Remove hop-by-hop fields, including every field the `Connection` header names. A `TE:
 /// trailers` request field survives because gRPC needs it end to end.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over the names says which hop-by-hop fields are there at all; most messages carry
-    // none or only `Connection`, so most of the hashed removals below are skipped.
-    let mut present = [false; HOP_BY_HOP_COUNT];
-    let mut any = false;
-    for name in headers.keys() {
-        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
-            present[i] = true;
-            any = true;
-        }
-    }
-    if !any {
+    let present = survey(headers).present;
+    strip_surveyed(headers, present);
+}
+
+/// [`strip_hop_by_hop`] once [`survey`] has said which hop-by-hop fields are there at all;
+/// most messages carry none or only `Connection`, so most of the hashed removals are skipped.
+fn strip_surveyed(headers: &mut HeaderMap, present: [bool; HOP_BY_HOP_COUNT]) {
+    if !present.contains(&true) {
         return;
     }
     // Most messages that carry `Connection` say only `keep-alive`, which names no field to
@@ -113,18 +134,18 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// client's framing is the sidecar's to choose), a repeated one said once, then the hop-by-hop
 /// fields go.
 pub fn prepare_response_fields(headers: &mut HeaderMap) {
-    if headers.contains_key(header::TRANSFER_ENCODING) {
+    // One pass finds both; the common answer (one length, no coding) pays no lookup for it.
+    let survey = survey(headers);
+    if survey.lengths > 0 && survey.present[TRANSFER_ENCODING_AT] {
         headers.remove(header::CONTENT_LENGTH);
-    } else {
+    } else if survey.lengths > 1
+        && let Some(first) = headers.get(header::CONTENT_LENGTH).cloned()
+    {
         // A length repeated (with one value: hyper's client refuses differing ones) is said
         // once; hyper's server would drop the connection rather than answer HEAD with two.
-        let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
-        if let (Some(first), Some(_)) = (lengths.next(), lengths.next()) {
-            let first = first.clone();
-            headers.insert(header::CONTENT_LENGTH, first);
-        }
+        headers.insert(header::CONTENT_LENGTH, first);
     }
-    strip_hop_by_hop(headers);
+    strip_surveyed(headers, survey.present);
 }
 
 /// The host a request names: its first `Host` field, else the authority of an absolute-form
