@@ -84,23 +84,31 @@ async fn empty_pool_answers_503_with_a_reason() {
     );
 }
 
-#[tokio::test]
-async fn endpoint_that_answers_garbage_gives_502() {
-    let garbage = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = garbage.local_addr().unwrap();
+/// An endpoint on 127.0.0.1 that answers every connection's first read with `answer`, as
+/// written, then waits for the peer to close.
+async fn raw_endpoint(answer: &'static [u8]) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         loop {
-            let Ok((mut s, _)) = garbage.accept().await else {
+            let Ok((mut s, _)) = listener.accept().await else {
                 return;
             };
             tokio::spawn(async move {
-                let mut buf = [0u8; 1024];
+                let mut buf = [0u8; 4096];
                 let _ = s.read(&mut buf).await;
-                let _ = s.write_all(b"SMTP READY\r\n\r\n").await;
+                let _ = s.write_all(answer).await;
+                let _ = s.read(&mut buf).await;
             });
         }
     });
+    addr
+}
+
+#[tokio::test]
+async fn endpoint_that_answers_garbage_gives_502() {
+    let addr = raw_endpoint(b"SMTP READY\r\n\r\n").await;
     let h = Harness::start(&config(&[addr], "{healthCheck: {type: None}}")).await;
     let reply = rollcall_testkit::client::get(h.listen("web").await, "/")
         .await
@@ -117,27 +125,11 @@ async fn a_length_that_the_transfer_coding_overrides_does_not_cut_the_body() {
     // The endpoint frames its body chunked and also says a (wrong) Content-Length: the coding
     // decides (RFC 9112 §6.3), and the length must not reach the client, where it would cut
     // the body short.
-    let endpoint = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = endpoint.local_addr().unwrap();
-    tokio::spawn(async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        loop {
-            let Ok((mut s, _)) = endpoint.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let _ = s.read(&mut buf).await;
-                let _ = s
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n\
-                          b\r\nhello world\r\n0\r\n\r\n",
-                    )
-                    .await;
-                let _ = s.read(&mut buf).await;
-            });
-        }
-    });
+    let addr = raw_endpoint(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n\
+          b\r\nhello world\r\n0\r\n\r\n",
+    )
+    .await;
     let h = Harness::start(&config(&[addr], "{healthCheck: {type: None}}")).await;
     let reply = rollcall_testkit::client::get(h.listen("web").await, "/")
         .await

@@ -247,6 +247,7 @@ fn hyper_fields(headers: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
     )
 }
 
+/// A current-thread runtime for one comparison.
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -82,61 +82,56 @@ pub fn hypers(method: &Method, closing: bool, answer: &[u8]) -> Option<Vec<u8>> 
     let request = request(method, closing);
     let answer = answer.to_vec();
     let method = method.clone();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(async move {
-            let service = hyper::service::service_fn(move |_req| {
-                let (method, answer) = (method.clone(), answer.clone());
-                async move {
-                    let (client, mut endpoint) = tokio::io::duplex(64 * 1024);
-                    let (mut sender, conn) =
-                        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(client))
-                            .await
-                            .expect("a client connection");
-                    tokio::spawn(conn);
-                    tokio::spawn(async move {
-                        let _ = endpoint.write_all(&answer).await;
-                        let _ = endpoint.shutdown().await;
-                        let mut sink = Vec::new();
-                        let _ = endpoint.read_to_end(&mut sink).await;
-                    });
-                    let upstream = http::Request::builder()
-                        .method(method)
-                        .uri("/")
-                        .header("host", "endpoint")
-                        .body(Empty::<Bytes>::new())
-                        .expect("a request");
-                    let response = sender.send_request(upstream).await.expect("an answer");
-                    // What the hyper engine does to it (`proxy::response_body`).
-                    let (mut parts, body) = response.into_parts();
-                    prepare_response_fields(&mut parts.headers);
-                    Ok::<_, hyper::Error>(http::Response::from_parts(parts, body))
-                }
-            });
-            let (mut client, server) = tokio::io::duplex(64 * 1024);
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(server), service),
-            );
-            client.write_all(request.as_bytes()).await.expect("sent");
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                let n =
-                    tokio::time::timeout(std::time::Duration::from_secs(5), client.read(&mut byte))
+    super::runtime().block_on(async move {
+        let service = hyper::service::service_fn(move |_req| {
+            let (method, answer) = (method.clone(), answer.clone());
+            async move {
+                let (client, mut endpoint) = tokio::io::duplex(64 * 1024);
+                let (mut sender, conn) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(client))
                         .await
-                        .expect("the head in time")
-                        .expect("read");
-                if n == 0 {
-                    assert!(head.is_empty(), "the connection closed inside the head");
-                    return None;
-                }
-                head.push(byte[0]);
+                        .expect("a client connection");
+                tokio::spawn(conn);
+                tokio::spawn(async move {
+                    let _ = endpoint.write_all(&answer).await;
+                    let _ = endpoint.shutdown().await;
+                    let mut sink = Vec::new();
+                    let _ = endpoint.read_to_end(&mut sink).await;
+                });
+                let upstream = http::Request::builder()
+                    .method(method)
+                    .uri("/")
+                    .header("host", "endpoint")
+                    .body(Empty::<Bytes>::new())
+                    .expect("a request");
+                let response = sender.send_request(upstream).await.expect("an answer");
+                // What the hyper engine does to it (`proxy::response_body`).
+                let (mut parts, body) = response.into_parts();
+                prepare_response_fields(&mut parts.headers);
+                Ok::<_, hyper::Error>(http::Response::from_parts(parts, body))
             }
-            Some(head)
-        })
+        });
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(
+            hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(server), service),
+        );
+        client.write_all(request.as_bytes()).await.expect("sent");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = tokio::time::timeout(std::time::Duration::from_secs(5), client.read(&mut byte))
+                .await
+                .expect("the head in time")
+                .expect("read");
+            if n == 0 {
+                assert!(head.is_empty(), "the connection closed inside the head");
+                return None;
+            }
+            head.push(byte[0]);
+        }
+        Some(head)
+    })
 }
 
 /// The head `super::respond` writes for the same, and how its body goes.

@@ -109,38 +109,32 @@ pub fn ours(data: &[u8]) -> Option<Vec<u8>> {
 /// The head hyper's client writes to the endpoint for the first request in `data`.
 pub fn hypers(data: &[u8]) -> Option<Vec<u8>> {
     let data = data.to_vec();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(async move {
-            let (sent_tx, sent_rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
-            let sent_tx = parking_lot::Mutex::new(Some(sent_tx));
-            let service =
-                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let sent_tx = sent_tx.lock().take();
-                    async move {
-                        if let Some(sent_tx) = sent_tx {
-                            forward(req, sent_tx).await;
-                        }
-                        Ok::<_, std::convert::Infallible>(http::Response::new(
-                            Full::<Bytes>::default(),
-                        ))
+    super::runtime().block_on(async move {
+        let (sent_tx, sent_rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
+        let sent_tx = parking_lot::Mutex::new(Some(sent_tx));
+        let service =
+            hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                let sent_tx = sent_tx.lock().take();
+                async move {
+                    if let Some(sent_tx) = sent_tx {
+                        forward(req, sent_tx).await;
                     }
-                });
-            let (mut client, server) = tokio::io::duplex(64 * 1024);
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .half_close(true)
-                    .serve_connection(hyper_util::rt::TokioIo::new(server), service),
-            );
-            let _ = client.write_all(&data).await;
-            let _ = client.shutdown().await;
-            tokio::time::timeout(std::time::Duration::from_secs(5), sent_rx)
-                .await
-                .ok()?
-                .ok()
-        })
+                    Ok::<_, std::convert::Infallible>(http::Response::new(Full::<Bytes>::default()))
+                }
+            });
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(
+            hyper::server::conn::http1::Builder::new()
+                .half_close(true)
+                .serve_connection(hyper_util::rt::TokioIo::new(server), service),
+        );
+        let _ = client.write_all(&data).await;
+        let _ = client.shutdown().await;
+        tokio::time::timeout(std::time::Duration::from_secs(5), sent_rx)
+            .await
+            .ok()?
+            .ok()
+    })
 }
 
 /// What the hyper engine does with one request, up to its head reaching the endpoint.
