@@ -98,7 +98,7 @@ pub(crate) fn build_request(
             *request.uri_mut() = target.origin.clone();
             *request.version_mut() = Version::HTTP_11;
             // A body of unknown length goes chunked whatever the method: hyper's client frames
-            // a GET, HEAD or DELETE with such a body as empty and drops the body.
+            // a GET or HEAD with such a body as empty and drops the body.
             let body = request.body();
             if !body.is_end_stream() && body.size_hint().exact().is_none() {
                 request.headers_mut().insert(
