@@ -97,10 +97,15 @@ pub(crate) fn build_request(
         None => {
             *request.uri_mut() = target.origin.clone();
             *request.version_mut() = Version::HTTP_11;
-            // A body of unknown length goes chunked whatever the method: hyper's client frames
-            // a GET or HEAD with such a body as empty and drops the body.
+            // An HTTP/1.1 client's body of unknown length came chunked, and goes on chunked
+            // whatever the method: hyper's client frames a GET or HEAD with such a body as
+            // empty and drops the body. (From an HTTP/2 client an unknown length only means
+            // END_STREAM has not arrived yet, often with no body at all: left to hyper.)
             let body = request.body();
-            if !body.is_end_stream() && body.size_hint().exact().is_none() {
+            if parts.version == Version::HTTP_11
+                && !body.is_end_stream()
+                && body.size_hint().exact().is_none()
+            {
                 request.headers_mut().insert(
                     http::header::TRANSFER_ENCODING,
                     HeaderValue::from_static("chunked"),
