@@ -15,7 +15,7 @@ use clap::Parser;
 use rollcall_api::roster::SidecarId;
 use rollcall_dataplane::access_log::{self, AccessLogConfig, Destination};
 use rollcall_dataplane::drain::ShutdownPlan;
-use rollcall_dataplane::pool::Tuning;
+use rollcall_dataplane::pool::{Http1Engine, Tuning};
 use rollcall_dataplane::roster::{ControllerCa, PoolBinding, RosterOptions};
 use rollcall_dataplane::sidecar::{self, ControlledOptions, Options, RunOptions};
 use tokio::signal::unix::{SignalKind, signal};
@@ -131,6 +131,11 @@ struct Args {
     /// The share of requests the access log records, from 0 to 1 (0.1: one in ten, at random).
     #[arg(long, env = "ROLLCALL_ACCESS_LOG_SAMPLE", default_value = "1", value_parser = access_log::parse_sample)]
     access_log_sample: f64,
+    /// What serves clients' HTTP/1.1 connections: `hyper` (hyper's server), or `fast` (the
+    /// sidecar's own; it hands a connection to hyper's at the first request it does not handle:
+    /// HTTP/2, HTTP/1.0, an upgrade, `Expect: 100-continue`).
+    #[arg(long, env = "ROLLCALL_HTTP1_ENGINE", default_value = "hyper")]
+    http1_engine: Http1Engine,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -167,6 +172,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             tunnel_idle: args.tunnel_idle_timeout,
             max_idle_connections: args.max_idle_connections,
             local_zone: args.zone.filter(|z| !z.is_empty()).map(Into::into),
+            http1_engine: args.http1_engine,
             ..Tuning::default()
         },
         shutdown: ShutdownPlan {

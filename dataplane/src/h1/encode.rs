@@ -13,7 +13,7 @@ use super::head::{Field, MAX_FIELDS};
 pub const CHUNK_END: &[u8] = b"\r\n";
 
 /// Fields that never travel as trailers (hyper's list).
-const NOT_TRAILERS: [&[u8]; 12] = [
+pub(crate) const NOT_TRAILERS: [&[u8]; 12] = [
     b"authorization",
     b"cache-control",
     b"content-encoding",

@@ -35,7 +35,7 @@ mod view;
 
 pub use endpoint::Endpoint;
 pub use routing::{NoEndpoint, Routing};
-pub use settings::{PoolSettings, Tuning};
+pub use settings::{Http1Engine, PoolSettings, Tuning};
 pub use view::{EndpointView, PoolView};
 
 use owner::{Message, RequestVerdict};

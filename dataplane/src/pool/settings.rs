@@ -48,6 +48,34 @@ pub struct Tuning {
     pub local_zone: Option<Arc<str>>,
     /// The access log, when it is on (`--access-log`).
     pub access_log: Option<Arc<AccessLog>>,
+    /// What serves an HTTP/1.1 client's connection (`--http1-engine`).
+    pub http1_engine: Http1Engine,
+}
+
+/// What serves the HTTP/1 side of a client's connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Http1Engine {
+    /// hyper's HTTP/1 server, for every connection.
+    #[default]
+    Hyper,
+    /// The sidecar's own (`crate::proxy::fast`) for HTTP/1.1 requests it handles; a connection
+    /// turns to hyper's at the first request it does not (HTTP/2, HTTP/1.0, an upgrade,
+    /// `Expect: 100-continue`), before reading any of it.
+    Fast,
+}
+
+impl std::str::FromStr for Http1Engine {
+    type Err = String;
+
+    fn from_str(engine: &str) -> Result<Self, String> {
+        match engine {
+            "hyper" => Ok(Self::Hyper),
+            "fast" => Ok(Self::Fast),
+            other => Err(format!(
+                "unknown HTTP/1 engine {other:?}: `fast` or `hyper`"
+            )),
+        }
+    }
 }
 
 impl Default for Tuning {
@@ -60,6 +88,7 @@ impl Default for Tuning {
             max_idle_connections: DEFAULT_MAX_IDLE_PER_POOL,
             local_zone: None,
             access_log: None,
+            http1_engine: Http1Engine::Hyper,
         }
     }
 }

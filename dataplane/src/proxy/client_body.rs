@@ -54,11 +54,24 @@ pub(super) struct Progress {
     received: AtomicU64,
 }
 
+/// A client's request body as a connection engine hands it over: hyper's (`Incoming`), or the
+/// fast engine's (`super::fast::FastBody`).
+pub(super) trait ArrivingBody:
+    Body<Data = Bytes, Error: Into<BoxError>> + Send + Unpin + 'static
+{
+    /// The whole body, when the engine holds all of it already: nothing to collect.
+    fn whole(&mut self) -> Option<Bytes> {
+        None
+    }
+}
+
+impl ArrivingBody for Incoming {}
+
 pin_project_lite::pin_project! {
     /// A client's body, watched: faults and completion go to `progress`.
-    pub(super) struct ClientBody {
+    pub(super) struct ClientBody<B> {
         #[pin]
-        inner: Incoming,
+        inner: B,
         idle: Duration,
         // Armed while we wait on the client, from the first `Pending`.
         waiting: Option<Pin<Box<Sleep>>>,
@@ -71,14 +84,21 @@ pin_project_lite::pin_project! {
 impl RequestBody {
     /// Read a small body whole so it can be replayed; stream a large or unknown-length one.
     /// `Err` is the client's fault (`ClientBodyFailed` or `ClientBodyStalled`) and a sentence.
-    pub(super) async fn prepare(
-        body: Incoming,
+    pub(super) async fn prepare<B: ArrivingBody>(
+        mut body: B,
         idle: Duration,
         progress: &Arc<Progress>,
     ) -> Result<Self, (Outcome, String)> {
         if body.is_end_stream() {
             progress.complete(Instant::now());
             return Ok(Self::Replayable(Bytes::new()));
+        }
+        if let Some(whole) = body.whole() {
+            progress
+                .received
+                .fetch_add(whole.len() as u64, Ordering::Relaxed);
+            progress.complete(Instant::now());
+            return Ok(Self::Replayable(whole));
         }
         let small = body
             .size_hint()
@@ -219,7 +239,7 @@ impl Progress {
 
 // === impl ClientBody ===
 
-impl Body for ClientBody {
+impl<B: ArrivingBody> Body for ClientBody<B> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -245,7 +265,7 @@ impl Body for ClientBody {
             }
             Poll::Ready(Some(Err(error))) => {
                 this.progress.failed(false);
-                Poll::Ready(Some(Err(Box::new(error))))
+                Poll::Ready(Some(Err(error.into())))
             }
             Poll::Ready(None) => {
                 this.progress.complete(Instant::now());

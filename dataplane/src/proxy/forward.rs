@@ -21,7 +21,7 @@ use tokio_util::either::Either;
 
 use super::answer::{self, error_response};
 use super::attempt::{self, Outgoing, TryResult};
-use super::client_body::{Progress, RequestBody};
+use super::client_body::{ArrivingBody, Progress, RequestBody};
 use super::grpc;
 use super::headers::{ClientAddr, prepare_request_fields, request_host};
 use super::logged::{Arrival, Facts};
@@ -111,11 +111,12 @@ impl<F: Future<Output = (Response<ProxyBody>, Facts)>> Future for ClientWaiting<
 
 /// The request's head is prepared (hop-by-hop fields out, forwarding fields in) before its
 /// future is made, so that future carries the prepared parts only, not the request beside them.
-fn forward_request(
+/// Either engine's request (`B`): hyper's, or the fast engine's (`super::fast`).
+pub(super) fn forward_request<B: ArrivingBody>(
     pool: Arc<Pool>,
-    req: Request<Incoming>,
+    req: Request<B>,
     client: &ClientAddr,
-) -> impl Future<Output = Response<ProxyBody>> + Send + use<> {
+) -> impl Future<Output = Response<ProxyBody>> + Send + use<B> {
     let received = Instant::now();
     pool.budget().record_request(received);
     let (mut parts, body) = req.into_parts();
@@ -147,10 +148,10 @@ fn forward_request(
 
 /// Everything after the head: the body prepared, then tries until the planner answers. Says
 /// how it answered beside the answer, for the access log.
-async fn answer_request(
+async fn answer_request<B: ArrivingBody>(
     pool: Arc<Pool>,
     parts: Parts,
-    body: Incoming,
+    body: B,
     host: Option<HeaderValue>,
     arrived: Arrived,
 ) -> (Response<ProxyBody>, Facts) {

@@ -20,10 +20,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::fast;
 use super::forward::forward;
 use super::headers::ClientAddr;
 use super::upgrade::Tunnels;
-use crate::pool::Pool;
+use crate::pool::{Http1Engine, Pool};
 use crate::upstream::ProxyBody;
 
 /// A running listener; dropping it does not stop it, `stop` does.
@@ -103,42 +104,77 @@ async fn accept_loop(
             },
         };
         let _ = stream.set_nodelay(true);
-        let pool = Arc::clone(&pool);
-        let client_entry = ClientAddr::new(client);
-        let (stop, cut) = (stop.clone(), cut.clone());
-        let tunnels = Tunnels {
-            tracker: connections.clone(),
+        let connection = Connection {
+            pool: Arc::clone(&pool),
+            client: ClientAddr::new(client),
+            peer: client,
+            tunnels: Tunnels {
+                tracker: connections.clone(),
+                cut: cut.clone(),
+            },
+            stop: stop.clone(),
             cut: cut.clone(),
         };
-        connections.spawn(async move {
-            let service = service_fn(move |req| {
-                forward(Arc::clone(&pool), req, &client_entry, &tunnels).map(infallible)
-            });
-            // A timer makes hyper enforce its HTTP/1 header read timeout (30 s), so a client
-            // that trickles headers cannot hold a connection forever.
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder.http1().timer(TokioTimer::new());
-            // Extended CONNECT (RFC 8441), so HTTP/2 clients can open WebSockets.
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .enable_connect_protocol();
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                result = conn.as_mut() => {
-                    if let Err(error) = result {
-                        tracing::debug!(%client, %error, "client connection ended with an error");
-                    }
-                    return;
-                }
-                _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+        match pool.tuning().http1_engine {
+            Http1Engine::Hyper => {
+                connections.spawn(serve_with_hyper(TokioIo::new(stream), connection))
             }
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = cut.cancelled() => {}
+            Http1Engine::Fast => connections.spawn(fast::serve(stream, connection)),
+        };
+    }
+}
+
+/// What serving one client connection needs, whichever engine serves it.
+pub(super) struct Connection {
+    pub pool: Arc<Pool>,
+    pub client: ClientAddr,
+    pub peer: SocketAddr,
+    pub tunnels: Tunnels,
+    /// Finish gracefully.
+    pub stop: CancellationToken,
+    /// Close now.
+    pub cut: CancellationToken,
+}
+
+/// Serve a client connection (or what is left of one, from the fast engine) with hyper's
+/// HTTP/1 and HTTP/2 servers.
+pub(super) async fn serve_with_hyper<I>(io: I, connection: Connection)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let Connection {
+        pool,
+        client,
+        peer,
+        tunnels,
+        stop,
+        cut,
+    } = connection;
+    let service =
+        service_fn(move |req| forward(Arc::clone(&pool), req, &client, &tunnels).map(infallible));
+    // A timer makes hyper enforce its HTTP/1 header read timeout (30 s), so a client that
+    // trickles headers cannot hold a connection forever.
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new());
+    // Extended CONNECT (RFC 8441), so HTTP/2 clients can open WebSockets.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .enable_connect_protocol();
+    let conn = builder.serve_connection_with_upgrades(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => {
+            if let Err(error) = result {
+                tracing::debug!(client = %peer, %error, "client connection ended with an error");
             }
-        });
+            return;
+        }
+        _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+    }
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = cut.cancelled() => {}
     }
 }
 

@@ -49,8 +49,19 @@ impl Harness {
         Self::start_run(yaml, run).await
     }
 
-    /// Start a sidecar with `yaml` as its config file and these run options.
-    pub async fn start_run(yaml: &str, run: RunOptions) -> Self {
+    /// Start a sidecar with `yaml` as its config file and these run options. The HTTP/1
+    /// engine is `ROLLCALL_HTTP1_ENGINE`'s when it is set, so one suite runs on either.
+    pub async fn start_run(yaml: &str, mut run: RunOptions) -> Self {
+        if let Ok(engine) = std::env::var("ROLLCALL_HTTP1_ENGINE") {
+            run.tuning.http1_engine = engine
+                .parse()
+                .expect("ROLLCALL_HTTP1_ENGINE: fast or hyper");
+        }
+        Self::start_exactly(yaml, run).await
+    }
+
+    /// Start a sidecar with `yaml` as its config file and exactly these run options.
+    pub async fn start_exactly(yaml: &str, run: RunOptions) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("sidecar.yaml");
         std::fs::write(&path, yaml).expect("write config");

@@ -1,0 +1,412 @@
+//! The fast engine (`--http1-engine fast`): a client's HTTP/1.1 connection served by the
+//! sidecar's own loop over `crate::h1` instead of hyper's server. Per request: read the head
+//! straight from the connection's buffer (`h1::head`, the same refusals and statuses as hyper's
+//! server), make it an `http::Request` whose field values are slices of that buffer, hand it
+//! to the request path (`super::forward`), and write the answer's head and body as hyper's
+//! server would (`response_head`). A request body the buffer holds whole goes as one piece;
+//! any other streams from the socket as the endpoint takes it (`request_body`).
+//!
+//! What it does not handle goes to hyper's server for the rest of the connection, at a
+//! request's start, with every byte read so far (`prefixed`): HTTP/2 (its preface), HTTP/1.0,
+//! upgrades and CONNECT, `Expect: 100-continue`. hyper's server also keeps what this loop
+//! shares with it: a head must arrive within 30 s; a client that closes while its request is
+//! in flight ends that request; stopping answers the request in flight with
+//! `Connection: close` and closes an idle connection at once; cutting closes at once.
+//!
+//! The upstream side is the hyper engine's (`crate::upstream`) for now.
+
+mod date;
+mod prefixed;
+mod request_body;
+mod response_head;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri, Version};
+use http_body::Body;
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::time::Instant;
+use tokio_util::sync::WaitForCancellationFutureOwned;
+
+use self::prefixed::Prefixed;
+pub(crate) use self::request_body::FastBody;
+use self::request_body::{READ_CHUNK, ReadSide, ReadSlot, make_room};
+use self::response_head::{BodySize, Framing, write_head, write_trailers};
+use super::forward::forward_request;
+use super::server::{Connection, serve_with_hyper};
+use crate::h1::body::Decoder;
+use crate::h1::encode::{CHUNK_END, accepts_trailers, chunk_head};
+use crate::h1::head::{BodyLength, Field, HeadError, RequestHead, parse_request};
+use crate::upstream::ProxyBody;
+
+/// A head must arrive whole within this long of the connection waiting for it (hyper's
+/// HTTP/1 header read timeout).
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of pipelined requests read ahead while a request is in flight.
+const READ_AHEAD_LIMIT: usize = 64 * 1024;
+/// Answer bytes gathered before they are written (larger data goes out as it is).
+const WRITE_GATHER: usize = 16 * 1024;
+
+/// Serve `stream` until it closes, or hand it to hyper's server.
+pub(super) async fn serve(stream: TcpStream, connection: Connection) {
+    let (io, write) = stream.into_split();
+    let mut served = Served {
+        read: Some(ReadSide {
+            io,
+            buf: BytesMut::with_capacity(READ_CHUNK),
+        }),
+        write,
+        fields: Vec::with_capacity(32),
+        out: Vec::with_capacity(READ_CHUNK),
+        slot: ReadSlot::default(),
+        cut: Box::pin(connection.cut.clone().cancelled_owned()),
+        stop: Box::pin(connection.stop.clone().cancelled_owned()),
+    };
+    loop {
+        let Some(read) = served.read.as_mut() else {
+            return;
+        };
+        let head = match next_head(
+            read,
+            &mut served.fields,
+            &mut served.cut,
+            &mut served.stop,
+            &connection,
+        )
+        .await
+        {
+            Next::Head(head) => head,
+            Next::Closed => return,
+            Next::Refuse(status) => return served.refuse(status).await,
+            Next::HandOff => return served.hand_off(connection).await,
+        };
+        if head.upgrade || !head.http11 || head.expect_continue {
+            return served.hand_off(connection).await;
+        }
+        if !served.serve_one(&head, &connection).await {
+            return;
+        }
+    }
+}
+
+/// One connection's state between its requests.
+struct Served {
+    /// `None` while a streaming request body holds it.
+    read: Option<ReadSide>,
+    write: OwnedWriteHalf,
+    fields: Vec<Field>,
+    /// Answer bytes waiting to be written.
+    out: Vec<u8>,
+    /// Where a streaming request body gives the read side back.
+    slot: ReadSlot,
+    /// The connection's `cut` and `stop`, waited on once for the connection's life.
+    cut: Cancelled,
+    stop: Cancelled,
+}
+
+type Cancelled = Pin<Box<WaitForCancellationFutureOwned>>;
+
+enum Next {
+    Head(RequestHead),
+    /// The client closed, went quiet too long, or the listener stops.
+    Closed,
+    /// A head hyper's server refuses with this status.
+    Refuse(u16),
+    /// HTTP/2: for hyper's server.
+    HandOff,
+}
+
+/// Read until a whole head is in the buffer (not taken off it).
+async fn next_head(
+    read: &mut ReadSide,
+    fields: &mut Vec<Field>,
+    cut: &mut Cancelled,
+    stop: &mut Cancelled,
+    connection: &Connection,
+) -> Next {
+    let deadline = Instant::now() + HEAD_TIMEOUT;
+    loop {
+        if !read.buf.is_empty() {
+            match parse_request(&read.buf, fields) {
+                Ok(Some(head)) => return Next::Head(head),
+                Ok(None) => {}
+                Err(HeadError::Http2Preface) => return Next::HandOff,
+                Err(error) => {
+                    tracing::debug!(?error, "client request head refused");
+                    return match error.status() {
+                        Some(status) => Next::Refuse(status),
+                        None => Next::HandOff,
+                    };
+                }
+            }
+        }
+        let idle = read.buf.is_empty();
+        make_room(&mut read.buf);
+        tokio::select! {
+            biased;
+            () = cut.as_mut() => return Next::Closed,
+            () = stop.as_mut(), if idle => return Next::Closed,
+            () = tokio::time::sleep_until(deadline) => {
+                tracing::debug!(client = %connection.peer, "no whole request head within 30s: closing");
+                return Next::Closed;
+            }
+            got = tokio_util::io::read_buf(&mut read.io, &mut read.buf) => match got {
+                Ok(0) | Err(_) => return Next::Closed,
+                Ok(_) => {}
+            },
+        }
+    }
+}
+
+impl Served {
+    /// Serve the request whose head is at the buffer's start. `false`: the connection ends.
+    async fn serve_one(&mut self, head: &RequestHead, connection: &Connection) -> bool {
+        let Some(read) = self.read.as_mut() else {
+            return false;
+        };
+        let head_bytes = read.buf.split_to(head.len).freeze();
+        let trailers_accepted = accepts_trailers(&head_bytes, &self.fields);
+        let body = match head.body {
+            BodyLength::Empty => FastBody::Empty,
+            BodyLength::Length(n) if read.buf.len() as u64 >= n => {
+                FastBody::Whole(read.buf.split_to(n as usize).freeze())
+            }
+            framing => match self.read.take() {
+                Some(read) => {
+                    FastBody::streaming(read, Decoder::new(framing), Arc::clone(&self.slot))
+                }
+                None => return false,
+            },
+        };
+        let request = match request_of(head, &head_bytes, &self.fields, body) {
+            Ok(request) => request,
+            Err(why) => {
+                tracing::debug!(why, "client request head refused");
+                self.refuse(400).await;
+                return false;
+            }
+        };
+        let answer = forward_request(Arc::clone(&connection.pool), request, &connection.client);
+        tokio::pin!(answer);
+        let mut stopping = connection.stop.is_cancelled();
+        let response = loop {
+            let watched = self
+                .read
+                .as_mut()
+                .filter(|read| read.buf.len() < READ_AHEAD_LIMIT);
+            let watching = watched.is_some();
+            tokio::select! {
+                biased;
+                response = &mut answer => break response,
+                () = self.cut.as_mut() => return false,
+                () = self.stop.as_mut(), if !stopping => stopping = true,
+                // hyper's server ends a request whose client closed (it reads on, mid-message).
+                got = read_ahead(watched), if watching => match got {
+                    Ok(0) | Err(_) => return false,
+                    Ok(_) => {}
+                },
+            }
+        };
+        let keep_alive = head.keep_alive && !stopping;
+        let (mut parts, body) = response.into_parts();
+        let size = if body.is_end_stream() {
+            BodySize::None
+        } else {
+            body.size_hint()
+                .exact()
+                .map_or(BodySize::Unknown, BodySize::Exact)
+        };
+        self.out.clear();
+        let (framing, last) =
+            match write_head(&mut parts, size, &head.method, keep_alive, &mut self.out) {
+                Ok(written) => written,
+                Err(refused) => {
+                    tracing::debug!(why = refused.0, "answer not written: closing");
+                    return false;
+                }
+            };
+        let trailers_sent = trailers_accepted.then_some(()).and(match &framing {
+            Framing::Chunked(Some(names)) => Some(names.as_slice()),
+            _ => None,
+        });
+        if let Err(why) = write_answer(
+            &mut self.write,
+            &mut self.out,
+            body,
+            &framing,
+            trailers_sent,
+        )
+        .await
+        {
+            tracing::debug!(client = %connection.peer, why, "answer cut: closing");
+            return false;
+        }
+        if last {
+            let _ = self.write.shutdown().await;
+            return false;
+        }
+        if self.read.is_none() {
+            // The request body streamed: the connection goes on only if it was read whole.
+            let returned = self.slot.lock().take();
+            match returned {
+                Some((read, true)) => self.read = Some(read),
+                _ => {
+                    let _ = self.write.shutdown().await;
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Answer a refused head as hyper's server does, and close.
+    async fn refuse(&mut self, status: u16) {
+        let mut parts = Response::new(()).into_parts().0;
+        parts.status = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::BAD_REQUEST);
+        self.out.clear();
+        if write_head(
+            &mut parts,
+            BodySize::None,
+            &Method::GET,
+            false,
+            &mut self.out,
+        )
+        .is_ok()
+        {
+            let _ = self.write.write_all(&self.out).await;
+        }
+        let _ = self.write.shutdown().await;
+    }
+
+    /// Give the connection, and every byte read but not served, to hyper's server.
+    async fn hand_off(self, connection: Connection) {
+        let Some(read) = self.read else {
+            return;
+        };
+        let Ok(stream) = read.io.reunite(self.write) else {
+            return;
+        };
+        let io = Prefixed::new(read.buf.freeze(), stream);
+        serve_with_hyper(TokioIo::new(io), connection).await;
+    }
+}
+
+/// Read more of what follows the request in flight (pending forever without a read side).
+async fn read_ahead(read: Option<&mut ReadSide>) -> std::io::Result<usize> {
+    match read {
+        Some(read) => {
+            make_room(&mut read.buf);
+            tokio_util::io::read_buf(&mut read.io, &mut read.buf).await
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The request the head describes, its field values slices of `bytes` (where it was read).
+fn request_of(
+    head: &RequestHead,
+    bytes: &Bytes,
+    fields: &[Field],
+    body: FastBody,
+) -> Result<Request<FastBody>, &'static str> {
+    let uri = Uri::from_maybe_shared(bytes.slice(head.target.clone()))
+        .map_err(|_| "invalid request target")?;
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    for field in fields {
+        let name =
+            HeaderName::from_bytes(&bytes[field.name.clone()]).map_err(|_| "invalid field name")?;
+        let value = HeaderValue::from_maybe_shared(bytes.slice(field.value.clone()))
+            .map_err(|_| "invalid field value")?;
+        headers.append(name, value);
+    }
+    let mut request = Request::new(body);
+    *request.method_mut() = head.method.clone();
+    *request.uri_mut() = uri;
+    *request.version_mut() = Version::HTTP_11;
+    *request.headers_mut() = headers;
+    Ok(request)
+}
+
+/// Write the head in `out` and the body after it, framed as `framing` says; `trailers`: the
+/// trailer names that may go to this client. `Err`: the body broke or the client went away;
+/// the connection must close.
+async fn write_answer(
+    write: &mut OwnedWriteHalf,
+    out: &mut Vec<u8>,
+    mut body: ProxyBody,
+    framing: &Framing,
+    trailers: Option<&[HeaderName]>,
+) -> Result<(), &'static str> {
+    let chunked = matches!(framing, Framing::Chunked(_));
+    if *framing != Framing::Empty {
+        let mut last_trailers = None;
+        loop {
+            let frame = match body.frame().now_or_never() {
+                Some(frame) => frame,
+                None => {
+                    flush(write, out).await?;
+                    body.frame().await
+                }
+            };
+            let frame = match frame {
+                None => break,
+                Some(Err(_)) => return Err("the answer's body broke"),
+                Some(Ok(frame)) => frame,
+            };
+            let data = match frame.into_data() {
+                Ok(data) => data,
+                Err(frame) => {
+                    last_trailers = frame.into_trailers().ok();
+                    continue;
+                }
+            };
+            if data.is_empty() {
+                continue;
+            }
+            if chunked {
+                chunk_head(data.len(), out);
+            }
+            if data.len() >= WRITE_GATHER {
+                flush(write, out).await?;
+                write
+                    .write_all(&data)
+                    .await
+                    .map_err(|_| "the client went away")?;
+            } else {
+                out.extend_from_slice(&data);
+            }
+            if chunked {
+                out.extend_from_slice(CHUNK_END);
+            }
+            if out.len() >= WRITE_GATHER {
+                flush(write, out).await?;
+            }
+        }
+        if chunked {
+            out.extend_from_slice(b"0\r\n");
+            if let (Some(names), Some(last)) = (trailers, last_trailers.as_ref()) {
+                write_trailers(names, last, out);
+            }
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    drop(body);
+    flush(write, out).await
+}
+
+async fn flush(write: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> Result<(), &'static str> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let written = write.write_all(out).await;
+    out.clear();
+    written.map_err(|_| "the client went away")
+}

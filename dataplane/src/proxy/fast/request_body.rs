@@ -1,0 +1,221 @@
+//! A request's body on a connection the fast engine serves. A body the connection's buffer
+//! already holds whole goes as one piece (`Whole`); any other is read from the socket as it
+//! is asked for (`Streaming`), framed by `crate::h1::body`, its data handed on as slices of the
+//! read buffer (never copied), a chunked body's trailers as a trailers frame. While a body
+//! streams it holds the connection's read side, and gives it back when it ends or is dropped,
+//! saying whether the body was read to its end: only then can the connection take another
+//! request.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use http_body::{Body, Frame, SizeHint};
+use parking_lot::Mutex;
+use tokio::net::tcp::OwnedReadHalf;
+
+use crate::h1::body::{BodyError, Decoder};
+use crate::h1::head::MAX_FIELDS;
+use crate::proxy::client_body::ArrivingBody;
+use crate::upstream::BoxError;
+
+/// Bytes asked of the socket per read at the least.
+pub(super) const READ_CHUNK: usize = 8 * 1024;
+/// Below this much room, the read buffer grows (by `READ_CHUNK`) before a read. Growing only
+/// then keeps a request's head (shared with its field values while it is in flight) from being
+/// copied to a new buffer at every read.
+const READ_ROOM: usize = 1024;
+
+/// Make room in `buf` for a read.
+pub(super) fn make_room(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < READ_ROOM {
+        buf.reserve(READ_CHUNK);
+    }
+}
+
+/// The connection's read side: the socket and what has been read from it but not used.
+pub(super) struct ReadSide {
+    pub io: OwnedReadHalf,
+    pub buf: BytesMut,
+}
+
+/// Where a streaming body puts the read side back: with `true` when the body was read to its
+/// end, so the connection may read its next request.
+pub(super) type ReadSlot = Arc<Mutex<Option<(ReadSide, bool)>>>;
+
+/// A request body the fast engine hands to the request path.
+pub(crate) enum FastBody {
+    /// No body, or one already handed over whole.
+    Empty,
+    Whole(Bytes),
+    Streaming(Box<Streaming>),
+}
+
+/// A body read from the socket as it is asked for.
+pub(crate) struct Streaming {
+    read: Option<ReadSide>,
+    decoder: Decoder,
+    slot: ReadSlot,
+    failed: bool,
+}
+
+impl FastBody {
+    /// A body still (partly) on the socket, framed by `decoder`.
+    pub(super) fn streaming(read: ReadSide, decoder: Decoder, slot: ReadSlot) -> Self {
+        Self::Streaming(Box::new(Streaming {
+            read: Some(read),
+            decoder,
+            slot,
+            failed: false,
+        }))
+    }
+}
+
+impl ArrivingBody for FastBody {
+    fn whole(&mut self) -> Option<Bytes> {
+        match std::mem::replace(self, Self::Empty) {
+            Self::Whole(bytes) => Some(bytes),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+}
+
+impl Body for FastBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match this {
+            Self::Empty => Poll::Ready(None),
+            Self::Whole(_) => match std::mem::replace(this, Self::Empty) {
+                Self::Whole(bytes) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                _ => Poll::Ready(None),
+            },
+            Self::Streaming(streaming) => streaming.poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Empty => true,
+            Self::Whole(bytes) => bytes.is_empty(),
+            Self::Streaming(streaming) => streaming.read.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Empty => SizeHint::with_exact(0),
+            Self::Whole(bytes) => SizeHint::with_exact(bytes.len() as u64),
+            Self::Streaming(streaming) => match streaming.decoder.remaining() {
+                Some(left) => SizeHint::with_exact(left),
+                None => SizeHint::default(),
+            },
+        }
+    }
+}
+
+impl Streaming {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        loop {
+            let Some(read) = self.read.as_mut() else {
+                return Poll::Ready(None);
+            };
+            if !read.buf.is_empty() || self.decoder.is_done() {
+                let decoded = match self.decoder.decode(&read.buf) {
+                    Ok(decoded) => decoded,
+                    Err(error) => return Poll::Ready(Some(Err(self.fail(error)))),
+                };
+                let used = read.buf.split_to(decoded.consumed).freeze();
+                if decoded.ended {
+                    let trailers = trailer_fields(self.decoder.trailers());
+                    self.give_back(true);
+                    if !decoded.data.is_empty() {
+                        // The data first; the trailers' frame would be lost after it, and a
+                        // chunked body's last data never shares a call with its end.
+                        return Poll::Ready(Some(Ok(Frame::data(used.slice(decoded.data)))));
+                    }
+                    return Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))));
+                }
+                if !decoded.data.is_empty() {
+                    return Poll::Ready(Some(Ok(Frame::data(used.slice(decoded.data)))));
+                }
+                if decoded.consumed > 0 && !read.buf.is_empty() {
+                    continue;
+                }
+            }
+            let Some(read) = self.read.as_mut() else {
+                return Poll::Ready(None);
+            };
+            make_room(&mut read.buf);
+            match tokio_util::io::poll_read_buf(Pin::new(&mut read.io), cx, &mut read.buf) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(0)) => {
+                    let error = self.decoder.closed().err().unwrap_or(BodyError::Incomplete);
+                    return Poll::Ready(Some(Err(self.fail(error))));
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(error)) => {
+                    self.failed = true;
+                    self.give_back(false);
+                    return Poll::Ready(Some(Err(Box::new(error))));
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self, error: BodyError) -> BoxError {
+        self.failed = true;
+        self.give_back(false);
+        Box::new(error)
+    }
+
+    /// Put the read side back for the connection.
+    fn give_back(&mut self, finished: bool) {
+        if let Some(read) = self.read.take() {
+            *self.slot.lock() = Some((read, finished && !self.failed));
+        }
+    }
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        self.give_back(false);
+    }
+}
+
+/// A chunked body's trailer section as a trailers frame (`None` when there was none). The
+/// decoder has checked the section; a field `http` refuses is left out, as hyper's decoder
+/// leaves it.
+fn trailer_fields(section: &[u8]) -> Option<HeaderMap> {
+    if section.is_empty() {
+        return None;
+    }
+    let mut closed = Vec::with_capacity(section.len() + 2);
+    closed.extend_from_slice(section);
+    closed.extend_from_slice(b"\r\n");
+    let mut parsed = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(&closed, &mut parsed)
+    else {
+        return None;
+    };
+    let mut trailers = HeaderMap::with_capacity(fields.len());
+    for field in fields.iter() {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(field.name.as_bytes()),
+            HeaderValue::from_bytes(field.value),
+        ) {
+            trailers.append(name, value);
+        }
+    }
+    Some(trailers)
+}

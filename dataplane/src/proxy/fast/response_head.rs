@@ -1,0 +1,349 @@
+//! The head of the answer the request path made, written to the client as hyper's HTTP/1
+//! server writes it, so that a client cannot tell the engines apart: the status line (the
+//! endpoint's reason phrase when it sent its own), the fields in the answer's order, names
+//! lower-case, `Connection`, `Transfer-Encoding` and `Trailer` each on one line; the body
+//! framed by what the answer says of its length (exact: `Content-Length`; unknown: chunked, or
+//! until the close to an HTTP/1.0 answer), none after HEAD, 1xx, 204 or 304; `Date` when the
+//! answer carries none; `Connection: close` when the connection ends after it. Where hyper's
+//! server refuses an answer (its `Content-Length` contradicts itself or the framing), this
+//! refuses it too, and the connection closes without a word, as hyper's does.
+
+use http::header::{self, HeaderValue};
+use http::response::Parts;
+use http::{HeaderMap, HeaderName, Method, StatusCode, Version};
+
+use crate::h1::encode::NOT_TRAILERS;
+
+/// What the answer's body says of its length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BodySize {
+    /// It has ended already.
+    None,
+    Exact(u64),
+    Unknown,
+}
+
+/// How the body goes out after the head.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Framing {
+    /// Nothing follows the head (the body, if any, is not sent).
+    Empty,
+    Length(u64),
+    /// Chunks; the trailers named in the answer's `Trailer` field may end it.
+    Chunked(Option<Vec<HeaderName>>),
+    /// Until the connection closes.
+    UntilClose,
+}
+
+/// The answer cannot be written (hyper's server refuses it the same way).
+#[derive(Debug)]
+pub(super) struct Refused(pub &'static str);
+
+/// Append the head for `parts` to `out`. `keep_alive`: the connection may take another
+/// request after this answer. Returns how the body goes, and whether the connection ends
+/// after it.
+pub(super) fn write_head(
+    parts: &mut Parts,
+    body: BodySize,
+    method: &Method,
+    keep_alive: bool,
+    out: &mut Vec<u8>,
+) -> Result<(Framing, bool), Refused> {
+    let mut last = !keep_alive;
+    if parts.status.is_informational() {
+        // hyper's server cannot send a 1xx as an answer: it sends a 500 and closes.
+        *parts = http::Response::new(()).into_parts().0;
+        parts.status = StatusCode::INTERNAL_SERVER_ERROR;
+        last = true;
+        return write_head_inner(parts, BodySize::None, method, last, out);
+    }
+    if last {
+        // The client speaks HTTP/1.1: the close is said (hyper's `enforce_version`).
+        match parts.headers.entry(header::CONNECTION) {
+            header::Entry::Occupied(mut entry) => {
+                if !entry.iter().any(connection_close) {
+                    entry.append(HeaderValue::from_static("close"));
+                }
+            }
+            header::Entry::Vacant(entry) => {
+                entry.insert(HeaderValue::from_static("close"));
+            }
+        }
+    }
+    write_head_inner(parts, body, method, last, out)
+}
+
+fn write_head_inner(
+    parts: &mut Parts,
+    body: BodySize,
+    method: &Method,
+    mut last: bool,
+    out: &mut Vec<u8>,
+) -> Result<(Framing, bool), Refused> {
+    let status = parts.status;
+    let reason = parts.extensions.get::<hyper::ext::ReasonPhrase>();
+    if parts.version != Version::HTTP_10 && status == StatusCode::OK && reason.is_none() {
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    } else {
+        out.extend_from_slice(if parts.version == Version::HTTP_10 {
+            b"HTTP/1.0 "
+        } else {
+            b"HTTP/1.1 "
+        });
+        out.extend_from_slice(status.as_str().as_bytes());
+        out.push(b' ');
+        match reason {
+            Some(reason) => out.extend_from_slice(reason.as_bytes()),
+            None => out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes()),
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    let head_request = *method == Method::HEAD;
+    let no_content = matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+    let may_chunk = !head_request && !no_content && parts.version != Version::HTTP_10;
+    let may_have_length = !no_content;
+
+    let mut framing = Framing::Length(0);
+    let mut wrote_length = false;
+    let mut wrote_date = false;
+    let mut trailer_names: Option<Vec<HeaderName>> = None;
+    let mut previous_length: Option<u64> = None;
+    // As hyper writes them: one walk of the map; a framing or `Connection` field's values on
+    // one line (`line_open` while it takes more), any other value on a line of its own.
+    let mut current: Option<&HeaderName> = None;
+    let mut line_open = false;
+    let mut add_chunked = false;
+    for (name, value) in parts.headers.iter() {
+        if current != Some(name) {
+            if line_open {
+                close_line(out, add_chunked);
+                line_open = false;
+            }
+            current = Some(name);
+        }
+        match *name {
+            header::CONTENT_LENGTH => {
+                if wrote_length && !line_open {
+                    return Err(Refused("Content-Length beside another framing field"));
+                }
+                match body {
+                    BodySize::Exact(len) => {
+                        if !line_open {
+                            framing = Framing::Length(len);
+                            open_line(out, b"content-length: ", value);
+                            wrote_length = true;
+                            line_open = true;
+                        }
+                        continue;
+                    }
+                    BodySize::Unknown => {
+                        let len =
+                            content_length(value).ok_or(Refused("an invalid Content-Length"))?;
+                        match previous_length {
+                            Some(previous) if previous != len => {
+                                return Err(Refused("differing Content-Length values"));
+                            }
+                            Some(_) => {}
+                            None => {
+                                framing = Framing::Length(len);
+                                open_line(out, b"content-length: ", value);
+                                wrote_length = true;
+                                line_open = true;
+                                previous_length = Some(len);
+                            }
+                        }
+                        continue;
+                    }
+                    BodySize::None if head_request => wrote_length = true,
+                    BodySize::None => continue,
+                }
+            }
+            header::TRANSFER_ENCODING => {
+                if wrote_length && !line_open {
+                    return Err(Refused("Transfer-Encoding beside Content-Length"));
+                }
+                if !may_chunk_status(method, status) || parts.version == Version::HTTP_10 {
+                    continue;
+                }
+                wrote_length = true;
+                add_chunked = !ends_in_chunked(value);
+                if line_open {
+                    continue_line(out, value);
+                } else {
+                    framing = Framing::Chunked(None);
+                    open_line(out, b"transfer-encoding: ", value);
+                    line_open = true;
+                }
+                continue;
+            }
+            header::CONNECTION => {
+                last |= connection_close(value);
+                if line_open {
+                    continue_line(out, value);
+                } else {
+                    open_line(out, b"connection: ", value);
+                    line_open = true;
+                }
+                continue;
+            }
+            header::TRAILER => {
+                if !may_chunk_status(method, status) || parts.version == Version::HTTP_10 {
+                    continue;
+                }
+                if line_open {
+                    continue_line(out, value);
+                } else {
+                    open_line(out, b"trailer: ", value);
+                    line_open = true;
+                }
+                if let Ok(listed) = value.to_str() {
+                    trailer_names.get_or_insert_with(Vec::new).extend(
+                        listed
+                            .split(',')
+                            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok()),
+                    );
+                }
+                continue;
+            }
+            header::DATE => wrote_date = true,
+            _ => {}
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if line_open {
+        close_line(out, add_chunked);
+    }
+    if !wrote_length {
+        framing = match body {
+            BodySize::Unknown if may_chunk => {
+                out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+                Framing::Chunked(None)
+            }
+            BodySize::Unknown if !head_request && !no_content => Framing::UntilClose,
+            BodySize::Unknown => Framing::Length(0),
+            BodySize::None | BodySize::Exact(0) => {
+                if may_have_length && !head_request {
+                    out.extend_from_slice(b"content-length: 0\r\n");
+                }
+                Framing::Length(0)
+            }
+            BodySize::Exact(len) => {
+                if may_have_length {
+                    out.extend_from_slice(b"content-length: ");
+                    out.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                    Framing::Length(len)
+                } else {
+                    Framing::Length(0)
+                }
+            }
+        };
+    }
+    if head_request || no_content {
+        framing = Framing::Length(0);
+    }
+    if !wrote_date {
+        out.extend_from_slice(b"date: ");
+        super::date::extend(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    let framing = match framing {
+        Framing::Length(0) => Framing::Empty,
+        Framing::Chunked(_) => Framing::Chunked(trailer_names),
+        Framing::UntilClose => {
+            last = true;
+            Framing::UntilClose
+        }
+        other => other,
+    };
+    Ok((framing, last))
+}
+
+/// hyper's `can_chunked`: a body may follow (the method and status allow one).
+fn may_chunk_status(method: &Method, status: StatusCode) -> bool {
+    let no_body = *method == Method::HEAD
+        || (*method == Method::CONNECT && status.is_success())
+        || status.is_informational()
+        || matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+    !no_body
+}
+
+fn open_line(out: &mut Vec<u8>, name: &[u8], value: &HeaderValue) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(value.as_bytes());
+}
+
+fn continue_line(out: &mut Vec<u8>, value: &HeaderValue) {
+    out.extend_from_slice(b", ");
+    out.extend_from_slice(value.as_bytes());
+}
+
+/// End a field's line; hyper adds `chunked` to any line it ends after a coding that did not
+/// end in it.
+fn close_line(out: &mut Vec<u8>, add_chunked: bool) {
+    out.extend_from_slice(if add_chunked {
+        b", chunked\r\n"
+    } else {
+        b"\r\n"
+    });
+}
+
+/// A `Content-Length` value as hyper's server reads one: a list of equal numbers.
+fn content_length(value: &HeaderValue) -> Option<u64> {
+    let mut length = None;
+    for part in value.as_bytes().split(|&b| b == b',') {
+        let part = part.trim_ascii();
+        if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let n: u64 = std::str::from_utf8(part).ok()?.parse().ok()?;
+        match length {
+            Some(previous) if previous != n => return None,
+            _ => length = Some(n),
+        }
+    }
+    length
+}
+
+fn ends_in_chunked(value: &HeaderValue) -> bool {
+    value
+        .as_bytes()
+        .rsplit(|&b| b == b',')
+        .next()
+        .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+}
+
+fn connection_close(value: &HeaderValue) -> bool {
+    value
+        .as_bytes()
+        .split(|&b| b == b',')
+        .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"close"))
+}
+
+/// The trailers of `trailers` that `allowed` names and that may be trailers at all, as hyper's
+/// encoder keeps them; written after the last chunk's line. Returns whether any were.
+pub(super) fn write_trailers(
+    allowed: &[HeaderName],
+    trailers: &HeaderMap,
+    out: &mut Vec<u8>,
+) -> bool {
+    let mut wrote = false;
+    for (name, value) in trailers {
+        if allowed.contains(name)
+            && !NOT_TRAILERS
+                .iter()
+                .any(|n| name.as_str().as_bytes().eq_ignore_ascii_case(n))
+        {
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            wrote = true;
+        }
+    }
+    wrote
+}

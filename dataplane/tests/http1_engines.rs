@@ -1,0 +1,358 @@
+//! The two HTTP/1 engines side by side: one corpus of client bytes and endpoint answers (plain,
+//! edge framing, refusals, pipelining, early closes, trailers, hand-offs to hyper) sent through
+//! a sidecar on `--http1-engine hyper` and one on `fast`, each in front of its own recording
+//! endpoint. The bytes each endpoint received and the bytes each client read must be the same
+//! (the `Date` value aside), refusals included.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rollcall_dataplane::h1::body::Decoder;
+use rollcall_dataplane::h1::head::BodyLength;
+use rollcall_dataplane::pool::{Http1Engine, Tuning};
+use rollcall_dataplane::sidecar::RunOptions;
+use support::{Harness, config, within};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One exchange: what the client sends, what the endpoint answers to every request, and how
+/// many answers the client reads (it then reads on to the close when the last one closes).
+struct Case {
+    name: &'static str,
+    client: Vec<u8>,
+    answer: &'static [u8],
+    answers: usize,
+}
+
+const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Answer: 1\r\n\r\nhello";
+const GET: &str = "GET /a?b=c HTTP/1.1\r\nHost: example\r\nUser-Agent: t\r\n\r\n";
+
+fn case(
+    name: &'static str,
+    client: impl Into<Vec<u8>>,
+    answer: &'static [u8],
+    answers: usize,
+) -> Case {
+    Case {
+        name,
+        client: client.into(),
+        answer,
+        answers,
+    }
+}
+
+fn corpus() -> Vec<Case> {
+    let many_fields: String = (0..101).map(|i| format!("X-F{i}: v\r\n")).collect();
+    vec![
+        case("get", GET, OK, 1),
+        case(
+            "chunked answer",
+            GET,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n5\r\nhello\r\n6;e=1\r\n world\r\n0\r\n\r\n",
+            1,
+        ),
+        case("own reason phrase", GET, b"HTTP/1.1 201 Made It\r\nContent-Length: 0\r\n\r\n", 1),
+        case(
+            "fields in order, repeated",
+            GET,
+            b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-B: 2\r\nSet-Cookie: b=2\r\nContent-Length: 2\r\nConnection: keep-alive, x-b\r\n\r\nok",
+            1,
+        ),
+        case(
+            "post with a length",
+            "POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\nContent-Type: text/plain\r\n\r\nhello world",
+            OK,
+            1,
+        ),
+        case(
+            "chunked upload with extensions and trailers",
+            "POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: x-sum\r\n\r\n5;ext=1\r\nhello\r\n3\r\nabc\r\n0\r\nx-sum: 9\r\n\r\n",
+            OK,
+            1,
+        ),
+        case("pipelined", format!("{GET}{GET}GET /c HTTP/1.1\r\nHost: y\r\n\r\n"), OK, 3),
+        case(
+            "pipelined after a body",
+            format!("POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc{GET}"),
+            OK,
+            2,
+        ),
+        case("client closes", "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", OK, 1),
+        case("head", "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n", 1),
+        case("no content", GET, b"HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n", 1),
+        case("not modified", GET, b"HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\n", 1),
+        case("http/1.0 endpoint, body to the close", GET, b"HTTP/1.0 200 OK\r\nX-A: 1\r\n\r\nuntil the close", 1),
+        case(
+            "trailers to a client that takes them",
+            "GET / HTTP/1.1\r\nHost: x\r\nTE: trailers\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-status\r\n\r\n2\r\nok\r\n0\r\nx-status: 0\r\nx-undeclared: 1\r\n\r\n",
+            1,
+        ),
+        case(
+            "trailers to a client that does not",
+            GET,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-status\r\n\r\n2\r\nok\r\n0\r\nx-status: 0\r\n\r\n",
+            1,
+        ),
+        case("repeated length in the answer", GET, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok", 1),
+        case(
+            "length under a coding in the answer",
+            GET,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\nb\r\nhello world\r\n0\r\n\r\n",
+            1,
+        ),
+        case("endpoint error", GET, b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops", 1),
+        case("hop-by-hop fields", "GET / HTTP/1.1\r\nHost: x\r\nConnection: x-private\r\nX-Private: 1\r\nKeep-Alive: 5\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n", OK, 1),
+        case("absolute form", "GET http://example/z HTTP/1.1\r\nHost: example\r\n\r\n", OK, 1),
+        case("http/1.0 client (hyper's)", "GET / HTTP/1.0\r\nHost: x\r\n\r\n", OK, 1),
+        case(
+            "upgrade (hyper's)",
+            "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\nConnection: close\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno",
+            1,
+        ),
+        case("differing lengths", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", OK, 1),
+        case("invalid length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\na", OK, 1),
+        case(
+            "length and coding",
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            OK,
+            1,
+        ),
+        case("coding not chunked", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", OK, 1),
+        case("obs-fold", "GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n  2\r\n\r\n", OK, 1),
+        case("bare LF line ends", "GET / HTTP/1.1\nHost: x\n\n", OK, 1),
+        case("too many fields", format!("GET / HTTP/1.1\r\nHost: x\r\n{many_fields}\r\n"), OK, 1),
+        case("bad chunk size", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", OK, 1),
+        case("tls bytes", b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03abcdefgh".to_vec(), OK, 1),
+        case("garbage", "\x00\x01\x02 hello\r\n\r\n", OK, 1),
+        case("head cut short", "GET / HTTP/1.1\r\nHost: x\r\n", OK, 0),
+    ]
+}
+
+#[tokio::test]
+async fn both_engines_send_the_endpoint_and_the_client_the_same_bytes() {
+    let mut differences = Vec::new();
+    for case in corpus() {
+        let hyper = run(&case, Http1Engine::Hyper).await;
+        let fast = run(&case, Http1Engine::Fast).await;
+        if hyper != fast {
+            differences.push(format!(
+                "{}:\n  hyper: {:?}\n  fast:  {:?}",
+                case.name, hyper, fast
+            ));
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "the engines differ:\n{}",
+        differences.join("\n")
+    );
+}
+
+/// What the endpoint received (each request's bytes) and what the client read.
+#[derive(Debug, PartialEq, Eq)]
+struct Seen {
+    endpoint: Vec<String>,
+    client: String,
+}
+
+async fn run(case: &Case, engine: Http1Engine) -> Seen {
+    let endpoint = Recorder::spawn(case.answer).await;
+    let run = RunOptions {
+        tuning: Tuning {
+            http1_engine: engine,
+            ..Tuning::default()
+        },
+        ..RunOptions::default()
+    };
+    let h = Harness::start_exactly(&config(&[endpoint.addr], "{}"), run).await;
+    let listen = h.listen("web").await;
+    let client = within(exchange(listen, &case.client, case.answers)).await;
+    let endpoint = endpoint.requests.lock().clone();
+    Seen {
+        endpoint: endpoint
+            .iter()
+            .map(|r| String::from_utf8_lossy(r).into_owned())
+            .collect(),
+        client: String::from_utf8_lossy(&undated(&client)).into_owned(),
+    }
+}
+
+/// Send `bytes`, read `answers` answers (to the close when the last says it closes, or when
+/// none is expected).
+async fn exchange(addr: SocketAddr, bytes: &[u8], answers: usize) -> Vec<u8> {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let _ = stream.write_all(bytes).await;
+    if answers == 0 {
+        let _ = stream.shutdown().await;
+    }
+    let mut read = Vec::new();
+    let mut at = 0;
+    let mut complete = 0;
+    let mut closing = answers == 0;
+    loop {
+        while complete < answers {
+            match one_answer(&read[at..], bytes) {
+                Some((len, closes)) => {
+                    at += len;
+                    complete += 1;
+                    closing |= closes;
+                }
+                None => break,
+            }
+        }
+        if complete == answers && !closing {
+            return read;
+        }
+        let mut chunk = [0u8; 8192];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return read,
+            Ok(n) => read.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// The length of the whole answer at the start of `buf`, and whether it ends the connection.
+fn one_answer(buf: &[u8], request: &[u8]) -> Option<(usize, bool)> {
+    let mut fields = [httparse::EMPTY_HEADER; 64];
+    let mut response = httparse::Response::new(&mut fields);
+    let httparse::Status::Complete(head) = response.parse(buf).ok()? else {
+        return None;
+    };
+    let field = |name: &str| {
+        response
+            .headers
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+            .map(|f| String::from_utf8_lossy(f.value).to_ascii_lowercase())
+    };
+    let status = response.code?;
+    let closes =
+        field("connection").is_some_and(|v| v.contains("close")) || response.version == Some(0);
+    let head_request = request.starts_with(b"HEAD");
+    let length = if head_request || status == 204 || status == 304 || status < 200 {
+        BodyLength::Empty
+    } else if field("transfer-encoding").is_some() {
+        BodyLength::Chunked
+    } else if let Some(n) = field("content-length") {
+        BodyLength::Length(n.trim().parse().ok()?)
+    } else {
+        BodyLength::UntilClose
+    };
+    body_end(buf, head, length).map(|at| (at, closes))
+}
+
+/// `bytes` with every `date:` value blanked (each engine says its own now).
+fn undated(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    let mut at = 0;
+    while let Some(found) = out[at..]
+        .windows(8)
+        .position(|w| w.eq_ignore_ascii_case(b"\r\ndate: "))
+    {
+        let start = at + found + 8;
+        let end = (start + 29).min(out.len());
+        out[start..end].fill(b'*');
+        at = end;
+    }
+    out
+}
+
+/// An endpoint that records each request's bytes and answers every one with the same bytes,
+/// closing after an answer framed by the close.
+struct Recorder {
+    addr: SocketAddr,
+    requests: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Recorder {
+    async fn spawn(answer: &'static [u8]) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&requests);
+        let closes = answer.starts_with(b"HTTP/1.0")
+            || answer
+                .windows(17)
+                .any(|w| w.eq_ignore_ascii_case(b"connection: close"));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let recorded = Arc::clone(&recorded);
+                tokio::spawn(serve_recorded(stream, answer, closes, recorded));
+            }
+        });
+        Self { addr, requests }
+    }
+}
+
+async fn serve_recorded(
+    mut stream: TcpStream,
+    answer: &'static [u8],
+    closes: bool,
+    recorded: Arc<Mutex<Vec<Vec<u8>>>>,
+) {
+    let mut buf = Vec::new();
+    loop {
+        let Some(len) = one_request(&buf) else {
+            let mut chunk = [0u8; 8192];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            continue;
+        };
+        recorded.lock().push(buf.drain(..len).collect());
+        if stream.write_all(answer).await.is_err() || closes {
+            let _ = stream.shutdown().await;
+            return;
+        }
+    }
+}
+
+/// The length of the whole request at the start of `buf`.
+fn one_request(buf: &[u8]) -> Option<usize> {
+    let mut fields = [httparse::EMPTY_HEADER; 128];
+    let mut request = httparse::Request::new(&mut fields);
+    let httparse::Status::Complete(head) = request.parse(buf).ok()? else {
+        return None;
+    };
+    let field = |name: &str| {
+        request
+            .headers
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+            .map(|f| String::from_utf8_lossy(f.value).into_owned())
+    };
+    let length = if field("transfer-encoding").is_some() {
+        BodyLength::Chunked
+    } else if let Some(n) = field("content-length") {
+        BodyLength::Length(n.trim().parse().ok()?)
+    } else {
+        BodyLength::Empty
+    };
+    body_end(buf, head, length)
+}
+
+/// Where a body framed by `length` that starts at `head` ends in `buf`; `None` while more is to
+/// come (a body framed by the close ends only with it).
+fn body_end(buf: &[u8], head: usize, length: BodyLength) -> Option<usize> {
+    let mut decoder = Decoder::new(length);
+    let mut at = head;
+    loop {
+        if decoder.is_done() {
+            return Some(at);
+        }
+        let decoded = decoder.decode(&buf[at..]).ok()?;
+        at += decoded.consumed;
+        if decoded.ended {
+            return Some(at);
+        }
+        if decoded.consumed == 0 || at == buf.len() {
+            return None;
+        }
+    }
+}
