@@ -13,7 +13,7 @@
 pub mod answer;
 mod attempt;
 mod client_body;
-mod fast;
+pub(crate) mod fast;
 pub mod forward;
 pub(crate) mod grpc;
 pub mod headers;

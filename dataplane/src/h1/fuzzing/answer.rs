@@ -28,6 +28,18 @@ pub fn compare(method: &Method, answer: &[u8]) {
                 String::from_utf8_lossy(answer)
             );
         };
+        let Some(fast) = fast_engines(method, closing, answer) else {
+            panic!(
+                "the fast engine wrote no head for {method} {:?}",
+                String::from_utf8_lossy(answer)
+            );
+        };
+        assert_eq!(
+            seen(&fast, dated),
+            seen(&hypers, dated),
+            "the fast engine's writer and hyper's server answer {method} closing={closing} differently: {:?}",
+            String::from_utf8_lossy(answer)
+        );
         assert_eq!(
             seen(&ours, dated),
             seen(&hypers, dated),
@@ -132,6 +144,51 @@ pub fn hypers(method: &Method, closing: bool, answer: &[u8]) -> Option<Vec<u8>> 
         }
         Some(head)
     })
+}
+
+/// The answer as the hyper engine hands it to a server: hyper's client reads the endpoint's
+/// `answer` to a `method` request, and the hop-by-hop fields go.
+fn hyper_engine_answer(
+    method: &Method,
+    answer: &[u8],
+) -> Option<http::Response<hyper::body::Incoming>> {
+    let answer = answer.to_vec();
+    let method = method.clone();
+    super::runtime().block_on(async move {
+        let (client, mut endpoint) = tokio::io::duplex(64 * 1024);
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(client))
+                .await
+                .ok()?;
+        tokio::spawn(conn);
+        tokio::spawn(async move {
+            let _ = endpoint.write_all(&answer).await;
+            let _ = endpoint.shutdown().await;
+            let mut sink = Vec::new();
+            let _ = endpoint.read_to_end(&mut sink).await;
+        });
+        let upstream = http::Request::builder()
+            .method(method)
+            .uri("/")
+            .header("host", "endpoint")
+            .body(Empty::<Bytes>::new())
+            .ok()?;
+        let response = sender.send_request(upstream).await.ok()?;
+        let (mut parts, body) = response.into_parts();
+        prepare_response_fields(&mut parts.headers);
+        Some(http::Response::from_parts(parts, body))
+    })
+}
+
+/// The head the fast engine's writer (`crate::proxy::fast::response_head`) writes to the client
+/// for the same answer; `None` when it refuses it (the connection then closes without one).
+pub fn fast_engines(method: &Method, closing: bool, answer: &[u8]) -> Option<Vec<u8>> {
+    use crate::proxy::fast::response_head::{BodySize, write_head};
+    let response = hyper_engine_answer(method, answer)?;
+    let (mut parts, body) = response.into_parts();
+    let mut out = Vec::new();
+    write_head(&mut parts, BodySize::of(&body), method, !closing, &mut out).ok()?;
+    Some(out)
 }
 
 /// The head `super::respond` writes for the same, and how its body goes.

@@ -18,7 +18,7 @@
 mod date;
 mod prefixed;
 mod request_body;
-mod response_head;
+pub(crate) mod response_head;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -27,7 +27,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri, Version};
-use http_body::Body;
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
@@ -52,6 +51,9 @@ use crate::upstream::ProxyBody;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes of pipelined requests read ahead while a request is in flight.
 const READ_AHEAD_LIMIT: usize = 64 * 1024;
+/// Fields the request path adds to a request (`X-Forwarded-For`, `-Proto`, `-Host`, and room for
+/// one framing field): the map is made big enough for them at once, not grown and rehashed.
+const ADDED_FIELDS: usize = 4;
 /// Answer bytes gathered before they are written (larger data goes out as it is).
 const WRITE_GATHER: usize = 16 * 1024;
 
@@ -217,13 +219,7 @@ impl Served {
         };
         let keep_alive = head.keep_alive && !stopping;
         let (mut parts, body) = response.into_parts();
-        let size = if body.is_end_stream() {
-            BodySize::None
-        } else {
-            body.size_hint()
-                .exact()
-                .map_or(BodySize::Unknown, BodySize::Exact)
-        };
+        let size = BodySize::of(&body);
         self.out.clear();
         let (framing, last) =
             match write_head(&mut parts, size, &head.method, keep_alive, &mut self.out) {
@@ -319,7 +315,7 @@ fn request_of(
 ) -> Result<Request<FastBody>, &'static str> {
     let uri = Uri::from_maybe_shared(bytes.slice(head.target.clone()))
         .map_err(|_| "invalid request target")?;
-    let mut headers = HeaderMap::with_capacity(fields.len());
+    let mut headers = HeaderMap::with_capacity(fields.len() + ADDED_FIELDS);
     for field in fields {
         let name =
             HeaderName::from_bytes(&bytes[field.name.clone()]).map_err(|_| "invalid field name")?;

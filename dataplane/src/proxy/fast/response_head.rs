@@ -16,16 +16,27 @@ use crate::h1::encode::NOT_TRAILERS;
 
 /// What the answer's body says of its length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum BodySize {
+pub(crate) enum BodySize {
     /// It has ended already.
     None,
     Exact(u64),
     Unknown,
 }
 
+impl BodySize {
+    /// What `body` says of its length, read as hyper's server reads it.
+    pub(crate) fn of(body: &impl http_body::Body) -> Self {
+        if body.is_end_stream() {
+            Self::None
+        } else {
+            body.size_hint().exact().map_or(Self::Unknown, Self::Exact)
+        }
+    }
+}
+
 /// How the body goes out after the head.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Framing {
+pub(crate) enum Framing {
     /// Nothing follows the head (the body, if any, is not sent).
     Empty,
     Length(u64),
@@ -37,12 +48,12 @@ pub(super) enum Framing {
 
 /// The answer cannot be written (hyper's server refuses it the same way).
 #[derive(Debug)]
-pub(super) struct Refused(pub &'static str);
+pub(crate) struct Refused(pub &'static str);
 
 /// Append the head for `parts` to `out`. `keep_alive`: the connection may take another
 /// request after this answer. Returns how the body goes, and whether the connection ends
 /// after it.
-pub(super) fn write_head(
+pub(crate) fn write_head(
     parts: &mut Parts,
     body: BodySize,
     method: &Method,
