@@ -131,9 +131,9 @@ struct Args {
     /// The share of requests the access log records, from 0 to 1 (0.1: one in ten, at random).
     #[arg(long, env = "ROLLCALL_ACCESS_LOG_SAMPLE", default_value = "1", value_parser = access_log::parse_sample)]
     access_log_sample: f64,
-    /// What serves clients' HTTP/1.1 connections: `hyper` (hyper's server), or `fast` (the
+    /// What serves clients' HTTP/1.x connections: `hyper` (hyper's server), or `fast` (the
     /// sidecar's own; it hands a connection to hyper's at the first request it does not handle:
-    /// HTTP/2, HTTP/1.0, an upgrade, `Expect: 100-continue`).
+    /// HTTP/2, an upgrade, `Expect: 100-continue`).
     #[arg(long, env = "ROLLCALL_HTTP1_ENGINE", default_value = "hyper")]
     http1_engine: Http1Engine,
 }

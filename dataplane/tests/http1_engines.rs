@@ -107,7 +107,33 @@ fn corpus() -> Vec<Case> {
         case("endpoint error", GET, b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops", 1),
         case("hop-by-hop fields", "GET / HTTP/1.1\r\nHost: x\r\nConnection: x-private\r\nX-Private: 1\r\nKeep-Alive: 5\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n", OK, 1),
         case("absolute form", "GET http://example/z HTTP/1.1\r\nHost: example\r\n\r\n", OK, 1),
-        case("http/1.0 client (hyper's)", "GET / HTTP/1.0\r\nHost: x\r\n\r\n", OK, 1),
+        case("http/1.0 client", "GET / HTTP/1.0\r\nHost: x\r\n\r\n", OK, 1),
+        case(
+            "http/1.0 client keeping the connection",
+            "GET /1 HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\nGET /2 HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\nGET /3 HTTP/1.0\r\nHost: x\r\n\r\n",
+            OK,
+            3,
+        ),
+        case(
+            "http/1.0 client, chunked answer",
+            "GET / HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            1,
+        ),
+        case(
+            "http/1.0 client, http/1.0 endpoint",
+            "GET / HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            1,
+        ),
+        case("http/1.0 head", "HEAD / HTTP/1.0\r\nHost: x\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n", 1),
+        case(
+            "http/1.0 post",
+            "POST /p HTTP/1.0\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+            OK,
+            1,
+        ),
+        case("http/1.0 with a coding", "POST / HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", OK, 1),
         case(
             "upgrade (hyper's)",
             "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\nConnection: close\r\n\r\n",
@@ -231,8 +257,9 @@ fn one_answer(buf: &[u8], request: &[u8]) -> Option<(usize, bool)> {
             .map(|f| String::from_utf8_lossy(f.value).to_ascii_lowercase())
     };
     let status = response.code?;
-    let closes =
-        field("connection").is_some_and(|v| v.contains("close")) || response.version == Some(0);
+    let connection = field("connection").unwrap_or_default();
+    let closes = connection.contains("close")
+        || (response.version == Some(0) && !connection.contains("keep-alive"));
     let head_request = request.starts_with(b"HEAD");
     let length = if head_request || status == 204 || status == 304 || status < 200 {
         BodyLength::Empty

@@ -58,8 +58,8 @@ pub enum Http1Engine {
     /// hyper's HTTP/1 server, for every connection.
     #[default]
     Hyper,
-    /// The sidecar's own (`crate::proxy::fast`) for HTTP/1.1 requests it handles; a connection
-    /// turns to hyper's at the first request it does not (HTTP/2, HTTP/1.0, an upgrade,
+    /// The sidecar's own (`crate::proxy::fast`) for HTTP/1.x requests it handles; a connection
+    /// turns to hyper's at the first request it does not (HTTP/2, an upgrade,
     /// `Expect: 100-continue`), before reading any of it.
     Fast,
 }

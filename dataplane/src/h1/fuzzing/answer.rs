@@ -187,7 +187,15 @@ pub fn fast_engines(method: &Method, closing: bool, answer: &[u8]) -> Option<Vec
     let response = hyper_engine_answer(method, answer)?;
     let (mut parts, body) = response.into_parts();
     let mut out = Vec::new();
-    write_head(&mut parts, BodySize::of(&body), method, !closing, &mut out).ok()?;
+    write_head(
+        &mut parts,
+        BodySize::of(&body),
+        method,
+        !closing,
+        false,
+        &mut out,
+    )
+    .ok()?;
     Some(out)
 }
 

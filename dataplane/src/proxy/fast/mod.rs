@@ -1,4 +1,4 @@
-//! The fast engine (`--http1-engine fast`): a client's HTTP/1.1 connection served by the
+//! The fast engine (`--http1-engine fast`): a client's HTTP/1.x connection served by the
 //! sidecar's own loop over `crate::h1` instead of hyper's server. Per request: read the head
 //! straight from the connection's buffer (`h1::head`, the same refusals and statuses as hyper's
 //! server), make it an `http::Request` whose field values are slices of that buffer, hand it
@@ -7,7 +7,7 @@
 //! any other streams from the socket as the endpoint takes it (`request_body`).
 //!
 //! What it does not handle goes to hyper's server for the rest of the connection, at a
-//! request's start, with every byte read so far (`prefixed`): HTTP/2 (its preface), HTTP/1.0,
+//! request's start, with every byte read so far (`prefixed`): HTTP/2 (its preface),
 //! upgrades and CONNECT, `Expect: 100-continue`. hyper's server also keeps what this loop
 //! shares with it: a head must arrive within 30 s; a client that closes while its request is
 //! in flight ends that request; stopping answers the request in flight with
@@ -90,7 +90,7 @@ pub(super) async fn serve(stream: TcpStream, connection: Connection) {
             Next::Refuse(status) => return served.refuse(status).await,
             Next::HandOff => return served.hand_off(connection).await,
         };
-        if head.upgrade || !head.http11 || head.expect_continue {
+        if head.upgrade || head.expect_continue {
             return served.hand_off(connection).await;
         }
         if !served.serve_one(&head, &connection).await {
@@ -221,14 +221,20 @@ impl Served {
         let (mut parts, body) = response.into_parts();
         let size = BodySize::of(&body);
         self.out.clear();
-        let (framing, last) =
-            match write_head(&mut parts, size, &head.method, keep_alive, &mut self.out) {
-                Ok(written) => written,
-                Err(refused) => {
-                    tracing::debug!(why = refused.0, "answer not written: closing");
-                    return false;
-                }
-            };
+        let (framing, last) = match write_head(
+            &mut parts,
+            size,
+            &head.method,
+            keep_alive,
+            !head.http11,
+            &mut self.out,
+        ) {
+            Ok(written) => written,
+            Err(refused) => {
+                tracing::debug!(why = refused.0, "answer not written: closing");
+                return false;
+            }
+        };
         let trailers_sent = trailers_accepted.then_some(()).and(match &framing {
             Framing::Chunked(Some(names)) => Some(names.as_slice()),
             _ => None,
@@ -272,6 +278,7 @@ impl Served {
             &mut parts,
             BodySize::None,
             &Method::GET,
+            false,
             false,
             &mut self.out,
         )
@@ -326,7 +333,11 @@ fn request_of(
     let mut request = Request::new(body);
     *request.method_mut() = head.method.clone();
     *request.uri_mut() = uri;
-    *request.version_mut() = Version::HTTP_11;
+    *request.version_mut() = if head.http11 {
+        Version::HTTP_11
+    } else {
+        Version::HTTP_10
+    };
     *request.headers_mut() = headers;
     Ok(request)
 }

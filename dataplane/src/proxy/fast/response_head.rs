@@ -51,13 +51,14 @@ pub(crate) enum Framing {
 pub(crate) struct Refused(pub &'static str);
 
 /// Append the head for `parts` to `out`. `keep_alive`: the connection may take another
-/// request after this answer. Returns how the body goes, and whether the connection ends
-/// after it.
+/// request after this answer. `http10_client`: the request was HTTP/1.0. Returns how the body
+/// goes, and whether the connection ends after it.
 pub(crate) fn write_head(
     parts: &mut Parts,
     body: BodySize,
     method: &Method,
     keep_alive: bool,
+    http10_client: bool,
     out: &mut Vec<u8>,
 ) -> Result<(Framing, bool), Refused> {
     let mut last = !keep_alive;
@@ -68,8 +69,27 @@ pub(crate) fn write_head(
         last = true;
         return write_head_inner(parts, BodySize::None, method, last, out);
     }
-    if last {
-        // The client speaks HTTP/1.1: the close is said (hyper's `enforce_version`).
+    if http10_client {
+        // hyper's `enforce_version` for an HTTP/1.0 peer: an HTTP/1.0 answer ends the
+        // connection unless it says keep-alive; an HTTP/1.1 one to a client that asked to keep
+        // the connection says keep-alive; and the answer goes out as HTTP/1.0 (no chunks).
+        let says_keep_alive = parts
+            .headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .any(|value| has_token(value, b"keep-alive"));
+        if !says_keep_alive {
+            if parts.version == Version::HTTP_10 {
+                last = true;
+            } else if parts.version == Version::HTTP_11 && keep_alive {
+                parts
+                    .headers
+                    .append(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+            }
+        }
+        parts.version = Version::HTTP_10;
+    } else if last {
+        // The client speaks HTTP/1.1: the close is said.
         match parts.headers.entry(header::CONNECTION) {
             header::Entry::Occupied(mut entry) => {
                 if !entry.iter().any(connection_close) {
@@ -329,10 +349,15 @@ fn ends_in_chunked(value: &HeaderValue) -> bool {
 }
 
 fn connection_close(value: &HeaderValue) -> bool {
+    has_token(value, b"close")
+}
+
+/// Whether the comma-separated list `value` holds `token` (any case).
+fn has_token(value: &HeaderValue, token: &[u8]) -> bool {
     value
         .as_bytes()
         .split(|&b| b == b',')
-        .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"close"))
+        .any(|item| item.trim_ascii().eq_ignore_ascii_case(token))
 }
 
 /// The trailers of `trailers` that `allowed` names and that may be trailers at all, as hyper's
