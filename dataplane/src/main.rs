@@ -133,7 +133,7 @@ struct Args {
     access_log_sample: f64,
     /// What serves clients' HTTP/1.x connections: `hyper` (hyper's server), or `fast` (the
     /// sidecar's own; it hands a connection to hyper's at the first request it does not handle:
-    /// HTTP/2, an upgrade, `Expect: 100-continue`).
+    /// HTTP/2, an upgrade).
     #[arg(long, env = "ROLLCALL_HTTP1_ENGINE", default_value = "hyper")]
     http1_engine: Http1Engine,
 }

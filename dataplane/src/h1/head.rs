@@ -97,7 +97,7 @@ pub struct RequestHead {
     pub body: BodyLength,
     /// The connection may carry another request after this one.
     pub keep_alive: bool,
-    /// `Expect: 100-continue`.
+    /// `Expect: 100-continue` from an HTTP/1.1 client.
     pub expect_continue: bool,
     /// `Upgrade` on HTTP/1.1, or CONNECT: not for the fast path.
     pub upgrade: bool,
@@ -239,7 +239,9 @@ fn parse_request_line_and_fields(
         } else if name.eq_ignore_ascii_case(b"connection") {
             connection(value, &mut head.keep_alive, &mut saw_close);
         } else if name.eq_ignore_ascii_case(b"expect") {
-            head.expect_continue = value.eq_ignore_ascii_case(b"100-continue");
+            // hyper's server invites only an HTTP/1.1 client's body (an HTTP/1.0 client does not
+            // know the interim answer).
+            head.expect_continue = http11 && value.eq_ignore_ascii_case(b"100-continue");
         } else if name.eq_ignore_ascii_case(b"upgrade") {
             head.upgrade = http11;
         }

@@ -170,6 +170,10 @@ fn connection_facts_are_read_as_hyper_reads_them() {
         !head("GET / HTTP/1.0\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n").keep_alive
     );
     assert!(head("POST / HTTP/1.1\r\nExpect: 100-Continue\r\n\r\n").expect_continue);
+    assert!(
+        !head("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n").expect_continue,
+        "an HTTP/1.0 client gets no interim answer"
+    );
     assert!(head("GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n").upgrade);
     assert!(!head("GET / HTTP/1.0\r\nUpgrade: websocket\r\n\r\n").upgrade);
     assert!(head("CONNECT a:443 HTTP/1.1\r\n\r\n").upgrade);

@@ -59,8 +59,8 @@ pub enum Http1Engine {
     #[default]
     Hyper,
     /// The sidecar's own (`crate::proxy::fast`) for HTTP/1.x requests it handles; a connection
-    /// turns to hyper's at the first request it does not (HTTP/2, an upgrade,
-    /// `Expect: 100-continue`), before reading any of it.
+    /// turns to hyper's at the first request it does not (HTTP/2, an upgrade), before reading
+    /// any of it.
     Fast,
 }
 

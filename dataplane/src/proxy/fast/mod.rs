@@ -8,7 +8,8 @@
 //!
 //! What it does not handle goes to hyper's server for the rest of the connection, at a
 //! request's start, with every byte read so far (`prefixed`): HTTP/2 (its preface),
-//! upgrades and CONNECT, `Expect: 100-continue`. hyper's server also keeps what this loop
+//! upgrades and CONNECT. `Expect: 100-continue` is answered as hyper's server answers it: when
+//! the request path first asks for the body. hyper's server also keeps what this loop
 //! shares with it: a head must arrive within 30 s; a client that closes while its request is
 //! in flight ends that request; stopping answers the request in flight with
 //! `Connection: close` and closes an idle connection at once; cutting closes at once.
@@ -37,7 +38,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use self::prefixed::Prefixed;
 pub(crate) use self::request_body::FastBody;
-use self::request_body::{READ_CHUNK, ReadSide, ReadSlot, make_room};
+use self::request_body::{Continue, READ_CHUNK, ReadSide, ReadSlot, make_room};
 use self::response_head::{BodySize, Framing, write_head, write_trailers};
 use super::forward::forward_request;
 use super::server::{Connection, serve_with_hyper};
@@ -90,7 +91,7 @@ pub(super) async fn serve(stream: TcpStream, connection: Connection) {
             Next::Refuse(status) => return served.refuse(status).await,
             Next::HandOff => return served.hand_off(connection).await,
         };
-        if head.upgrade || head.expect_continue {
+        if head.upgrade {
             return served.hand_off(connection).await;
         }
         if !served.serve_one(&head, &connection).await {
@@ -176,15 +177,22 @@ impl Served {
         };
         let head_bytes = read.buf.split_to(head.len).freeze();
         let trailers_accepted = accepts_trailers(&head_bytes, &self.fields);
+        // A body that waits for `100 Continue` is read (so invited) only when asked for, as
+        // hyper's server does, even when the client sent it without waiting.
+        let expect = (head.expect_continue && head.body != BodyLength::Empty)
+            .then(|| Arc::new(Continue::default()));
         let body = match head.body {
             BodyLength::Empty => FastBody::Empty,
-            BodyLength::Length(n) if read.buf.len() as u64 >= n => {
+            BodyLength::Length(n) if expect.is_none() && read.buf.len() as u64 >= n => {
                 FastBody::Whole(read.buf.split_to(n as usize).freeze())
             }
             framing => match self.read.take() {
-                Some(read) => {
-                    FastBody::streaming(read, Decoder::new(framing), Arc::clone(&self.slot))
-                }
+                Some(read) => FastBody::streaming(
+                    read,
+                    Decoder::new(framing),
+                    Arc::clone(&self.slot),
+                    expect.clone(),
+                ),
                 None => return false,
             },
         };
@@ -205,9 +213,19 @@ impl Served {
                 .as_mut()
                 .filter(|read| read.buf.len() < READ_AHEAD_LIMIT);
             let watching = watched.is_some();
+            let inviting = expect.as_ref().filter(|expect| !expect.is_sent());
             tokio::select! {
                 biased;
                 response = &mut answer => break response,
+                () = wanted(inviting), if inviting.is_some() => {
+                    let sent = self.write.write_all(CONTINUE).await;
+                    if let Some(expect) = &expect {
+                        expect.sent();
+                    }
+                    if sent.is_err() {
+                        return false;
+                    }
+                }
                 () = self.cut.as_mut() => return false,
                 () = self.stop.as_mut(), if !stopping => stopping = true,
                 // hyper's server ends a request whose client closed (it reads on, mid-message).
@@ -299,6 +317,17 @@ impl Served {
         };
         let io = Prefixed::new(read.buf.freeze(), stream);
         serve_with_hyper(TokioIo::new(io), connection).await;
+    }
+}
+
+/// What invites a body that waits for it (RFC 9110 §10.1.1).
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Until the body that waits for `100 Continue` is asked for (forever without one).
+async fn wanted(expect: Option<&Arc<Continue>>) {
+    match expect {
+        Some(expect) => expect.wanted().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -8,9 +8,11 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
+use futures_util::task::AtomicWaker;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
 use parking_lot::Mutex;
@@ -59,16 +61,73 @@ pub(crate) struct Streaming {
     decoder: Decoder,
     slot: ReadSlot,
     failed: bool,
+    /// The client waits for `100 Continue` before it sends the body.
+    expect: Option<Arc<Continue>>,
+}
+
+/// `Expect: 100-continue` between a body and its connection: the body says when it is first
+/// asked for (hyper's server sends `100 Continue` then, not before: an answer made without the
+/// body never invites it), the connection writes `100 Continue` and says it is sent.
+#[derive(Default)]
+pub(super) struct Continue {
+    wanted: AtomicBool,
+    sent: AtomicBool,
+    connection: AtomicWaker,
+    body: AtomicWaker,
+}
+
+impl Continue {
+    /// Wait until the body is asked for.
+    pub(super) async fn wanted(&self) {
+        std::future::poll_fn(|cx| {
+            self.connection.register(cx.waker());
+            if self.wanted.load(Ordering::Acquire) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+    }
+
+    /// `100 Continue` has gone to the client (or could not): the body may read on.
+    pub(super) fn sent(&self) {
+        self.sent.store(true, Ordering::Release);
+        self.body.wake();
+    }
+
+    pub(super) fn is_sent(&self) -> bool {
+        self.sent.load(Ordering::Acquire)
+    }
+
+    /// From the body: it is asked for; `true` once it may read.
+    fn ask(&self, cx: &mut Context<'_>) -> bool {
+        if self.sent.load(Ordering::Acquire) {
+            return true;
+        }
+        self.body.register(cx.waker());
+        self.wanted.store(true, Ordering::Release);
+        self.connection.wake();
+        self.sent.load(Ordering::Acquire)
+    }
 }
 
 impl FastBody {
     /// A body still (partly) on the socket, framed by `decoder`.
-    pub(super) fn streaming(read: ReadSide, decoder: Decoder, slot: ReadSlot) -> Self {
+    /// A body still (partly) on the socket, framed by `decoder`; `expect`: the client waits for
+    /// `100 Continue` first.
+    pub(super) fn streaming(
+        read: ReadSide,
+        decoder: Decoder,
+        slot: ReadSlot,
+        expect: Option<Arc<Continue>>,
+    ) -> Self {
         Self::Streaming(Box::new(Streaming {
             read: Some(read),
             decoder,
             slot,
             failed: false,
+            expect,
         }))
     }
 }
@@ -126,6 +185,12 @@ impl Body for FastBody {
 
 impl Streaming {
     fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(expect) = &self.expect {
+            if !expect.ask(cx) {
+                return Poll::Pending;
+            }
+            self.expect = None;
+        }
         loop {
             let Some(read) = self.read.as_mut() else {
                 return Poll::Ready(None);
