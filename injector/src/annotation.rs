@@ -22,6 +22,10 @@ pub const MAX_IDLE_CONNECTIONS: &str = "rollcall.dev/sidecar-max-idle-connection
 /// The largest idle-connection budget the annotation may ask for (about 38 KB each).
 const MAX_IDLE_LIMIT: u32 = 100_000;
 
+/// The annotation that picks what serves the application's HTTP/1 connections to the sidecar
+/// (`--http1-engine`: `hyper`, the default, or `fast`, the sidecar's own).
+pub const HTTP1_ENGINE: &str = "rollcall.dev/sidecar-http1-engine";
+
 /// What a pod's annotations ask of its sidecar beyond its pools.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SidecarOptions {
@@ -29,6 +33,8 @@ pub struct SidecarOptions {
     pub threads: Option<u16>,
     /// `--max-idle-connections`, from `rollcall.dev/sidecar-max-idle-connections`.
     pub max_idle_connections: Option<u32>,
+    /// `--http1-engine`, from `rollcall.dev/sidecar-http1-engine`.
+    pub http1_engine: Option<&'static str>,
 }
 
 /// How one entry is written, for error messages.
@@ -153,6 +159,18 @@ pub fn parse_max_idle_connections(value: &str) -> Result<u32, String> {
             value.trim()
         )
     })
+}
+
+/// Parse the sidecar-http1-engine annotation: `fast` or `hyper`.
+pub fn parse_http1_engine(value: &str) -> Result<&'static str, String> {
+    match value.trim() {
+        "fast" => Ok("fast"),
+        "hyper" => Ok("hyper"),
+        other => Err(format!(
+            "{HTTP1_ENGINE}: {other:?} is not an engine; write \"fast\" (the sidecar's own \
+             HTTP/1 engine) or \"hyper\" (hyper's server, the default)"
+        )),
+    }
 }
 
 /// `value` (spaces around it aside) as a number from 1 to `max`, digits only: no sign, no

@@ -106,6 +106,12 @@ pub fn decide(pod: &Pod, namespace: &str, settings: &SidecarSettings) -> Decisio
             Err(message) => return Decision::Refuse(message),
         }
     }
+    if let Some(value) = annotated(annotation::HTTP1_ENGINE) {
+        match annotation::parse_http1_engine(value) {
+            Ok(engine) => options.http1_engine = Some(engine),
+            Err(message) => return Decision::Refuse(message),
+        }
+    }
     let Some(spec) = &pod.spec else {
         return Decision::Refuse("the pod has no spec".into());
     };

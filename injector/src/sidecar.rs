@@ -71,6 +71,9 @@ pub fn command_line(
     if let Some(budget) = options.max_idle_connections {
         args.push(format!("--max-idle-connections={budget}"));
     }
+    if let Some(engine) = options.http1_engine {
+        args.push(format!("--http1-engine={engine}"));
+    }
     let field = |name: &str, path: &str| EnvVar {
         name: name.into(),
         value_from: Some(EnvVarSource {

@@ -102,3 +102,14 @@ fn thread_counts_from_1_to_64_are_taken_and_anything_else_refused() {
         assert!(message.contains("from 1 to 64"), "{bad:?}: {message}");
     }
 }
+
+#[test]
+fn http1_engines_fast_and_hyper_are_taken_and_anything_else_refused() {
+    assert_eq!(parse_http1_engine("fast"), Ok("fast"));
+    assert_eq!(parse_http1_engine(" hyper "), Ok("hyper"));
+    for bad in ["", "Fast", "quick", "fast,hyper", "h2"] {
+        let message = parse_http1_engine(bad).unwrap_err();
+        assert!(message.starts_with(HTTP1_ENGINE), "{bad:?}: {message}");
+        assert!(message.contains("\"fast\""), "{bad:?}: {message}");
+    }
+}
