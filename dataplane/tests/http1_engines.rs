@@ -44,9 +44,30 @@ fn case(
     }
 }
 
+/// An answer made at run time, kept for the test's life.
+fn leaked(answer: Vec<u8>) -> &'static [u8] {
+    Box::leak(answer.into_boxed_slice())
+}
+
 fn corpus() -> Vec<Case> {
     let many_fields: String = (0..101).map(|i| format!("X-F{i}: v\r\n")).collect();
+    let mut large = b"HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n".to_vec();
+    large.extend(std::iter::repeat_n(b'x', 20_000));
+    let mut large_chunks = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for size in [9000, 100, 5000] {
+        large_chunks.extend(format!("{size:x}\r\n").bytes());
+        large_chunks.extend(std::iter::repeat_n(b'y', size));
+        large_chunks.extend(b"\r\n");
+    }
+    large_chunks.extend(b"0\r\n\r\n");
+    let upload = format!(
+        "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{}",
+        "z".repeat(100_000)
+    );
     vec![
+        case("large answer", GET, leaked(large), 1),
+        case("large chunked answer", GET, leaked(large_chunks), 1),
+        case("large upload (streamed)", upload, OK, 1),
         case("get", GET, OK, 1),
         case(
             "chunked answer",

@@ -25,7 +25,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri, Version};
 use http_body_util::BodyExt;
@@ -55,8 +55,10 @@ const READ_AHEAD_LIMIT: usize = 64 * 1024;
 /// Fields the request path adds to a request (`X-Forwarded-For`, `-Proto`, `-Host`, and room for
 /// one framing field): the map is made big enough for them at once, not grown and rehashed.
 const ADDED_FIELDS: usize = 4;
-/// Answer bytes gathered before they are written (larger data goes out as it is).
+/// Answer bytes gathered before they are written.
 const WRITE_GATHER: usize = 16 * 1024;
+/// Body data this large is written from where it lies, beside what is gathered, not copied.
+const WRITE_IN_PLACE: usize = 4 * 1024;
 
 /// Serve `stream` until it closes, or hand it to hyper's server.
 pub(super) async fn serve(stream: TcpStream, connection: Connection) {
@@ -410,12 +412,12 @@ async fn write_answer(
             if chunked {
                 chunk_head(data.len(), out);
             }
-            if data.len() >= WRITE_GATHER {
-                flush(write, out).await?;
-                write
-                    .write_all(&data)
-                    .await
-                    .map_err(|_| "the client went away")?;
+            if data.len() >= WRITE_IN_PLACE {
+                // What is gathered and the data in one vectored write, the data not copied.
+                let mut both = Buf::chain(&out[..], data);
+                let written = write.write_all_buf(&mut both).await;
+                out.clear();
+                written.map_err(|_| "the client went away")?;
             } else {
                 out.extend_from_slice(&data);
             }
