@@ -98,29 +98,10 @@ pub fn hypers(method: &Method, closing: bool, answer: &[u8]) -> Option<Vec<u8>> 
         let service = hyper::service::service_fn(move |_req| {
             let (method, answer) = (method.clone(), answer.clone());
             async move {
-                let (client, mut endpoint) = tokio::io::duplex(64 * 1024);
-                let (mut sender, conn) =
-                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(client))
-                        .await
-                        .expect("a client connection");
-                tokio::spawn(conn);
-                tokio::spawn(async move {
-                    let _ = endpoint.write_all(&answer).await;
-                    let _ = endpoint.shutdown().await;
-                    let mut sink = Vec::new();
-                    let _ = endpoint.read_to_end(&mut sink).await;
-                });
-                let upstream = http::Request::builder()
-                    .method(method)
-                    .uri("/")
-                    .header("host", "endpoint")
-                    .body(Empty::<Bytes>::new())
-                    .expect("a request");
-                let response = sender.send_request(upstream).await.expect("an answer");
-                // What the hyper engine does to it (`proxy::response_body`).
-                let (mut parts, body) = response.into_parts();
-                prepare_response_fields(&mut parts.headers);
-                Ok::<_, hyper::Error>(http::Response::from_parts(parts, body))
+                let response = read_by_hyper_engine(&method, &answer)
+                    .await
+                    .expect("an answer");
+                Ok::<_, hyper::Error>(response)
             }
         });
         let (mut client, server) = tokio::io::duplex(64 * 1024);
@@ -148,43 +129,41 @@ pub fn hypers(method: &Method, closing: bool, answer: &[u8]) -> Option<Vec<u8>> 
 
 /// The answer as the hyper engine hands it to a server: hyper's client reads the endpoint's
 /// `answer` to a `method` request, and the hop-by-hop fields go.
-fn hyper_engine_answer(
+async fn read_by_hyper_engine(
     method: &Method,
     answer: &[u8],
 ) -> Option<http::Response<hyper::body::Incoming>> {
     let answer = answer.to_vec();
-    let method = method.clone();
-    super::runtime().block_on(async move {
-        let (client, mut endpoint) = tokio::io::duplex(64 * 1024);
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(client))
-                .await
-                .ok()?;
-        tokio::spawn(conn);
-        tokio::spawn(async move {
-            let _ = endpoint.write_all(&answer).await;
-            let _ = endpoint.shutdown().await;
-            let mut sink = Vec::new();
-            let _ = endpoint.read_to_end(&mut sink).await;
-        });
-        let upstream = http::Request::builder()
-            .method(method)
-            .uri("/")
-            .header("host", "endpoint")
-            .body(Empty::<Bytes>::new())
+    let (client, mut endpoint) = tokio::io::duplex(64 * 1024);
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(client))
+            .await
             .ok()?;
-        let response = sender.send_request(upstream).await.ok()?;
-        let (mut parts, body) = response.into_parts();
-        prepare_response_fields(&mut parts.headers);
-        Some(http::Response::from_parts(parts, body))
-    })
+    tokio::spawn(conn);
+    tokio::spawn(async move {
+        let _ = endpoint.write_all(&answer).await;
+        let _ = endpoint.shutdown().await;
+        let mut sink = Vec::new();
+        let _ = endpoint.read_to_end(&mut sink).await;
+    });
+    let upstream = http::Request::builder()
+        .method(method.clone())
+        .uri("/")
+        .header("host", "endpoint")
+        .body(Empty::<Bytes>::new())
+        .ok()?;
+    let response = sender.send_request(upstream).await.ok()?;
+    // What the hyper engine does to it (`proxy::response_body`).
+    let (mut parts, body) = response.into_parts();
+    prepare_response_fields(&mut parts.headers);
+    Some(http::Response::from_parts(parts, body))
 }
 
 /// The head the fast engine's writer (`crate::proxy::fast::response_head`) writes to the client
 /// for the same answer; `None` when it refuses it (the connection then closes without one).
 pub fn fast_engines(method: &Method, closing: bool, answer: &[u8]) -> Option<Vec<u8>> {
     use crate::proxy::fast::response_head::{BodySize, write_head};
-    let response = hyper_engine_answer(method, answer)?;
+    let response = super::runtime().block_on(read_by_hyper_engine(method, answer))?;
     let (mut parts, body) = response.into_parts();
     let mut out = Vec::new();
     write_head(
