@@ -42,6 +42,8 @@ pub struct Metrics {
     pub access_log_dropped: IntCounterVec,
     /// Request verdicts the pool's owner had no room for, by pool.
     pub verdicts_dropped: IntCounterVec,
+    /// Client connections the fast HTTP/1 engine handed to hyper's server, by pool and reason.
+    pub http1_handoffs: IntCounterVec,
 }
 
 impl Metrics {
@@ -123,6 +125,11 @@ impl Metrics {
             "Request verdicts dropped because the pool's health owner had a full queue (it fell behind the request path)",
             &["pool"],
         )?;
+        let http1_handoffs = counter(
+            "rollcall_http1_handoffs_total",
+            "Client connections the fast HTTP/1 engine (--http1-engine fast) handed to hyper's server, by pool and reason (http2, upgrade)",
+            &["pool", "reason"],
+        )?;
         let controller_connected = prometheus::IntGauge::new(
             "rollcall_controller_connected",
             "1 while a roster stream to the controller is open",
@@ -173,6 +180,7 @@ impl Metrics {
             probes,
             fleet_probes,
             fleet_verdicts,
+            http1_handoffs,
             panic,
             fleet_fallback,
             retries,

@@ -459,3 +459,49 @@ fn body_end(buf: &[u8], head: usize, length: BodyLength) -> Option<usize> {
         }
     }
 }
+
+/// The fast engine counts the connections it hands to hyper's server, by reason, and hyper's
+/// server then serves them: HTTP/2 with prior knowledge, and an upgrade.
+#[tokio::test]
+async fn the_fast_engine_counts_what_it_hands_to_hyper() {
+    let endpoint = Recorder::spawn(OK).await;
+    let run = RunOptions {
+        tuning: Tuning {
+            http1_engine: Http1Engine::Fast,
+            ..Tuning::default()
+        },
+        ..RunOptions::default()
+    };
+    let h = Harness::start_exactly(&config(&[endpoint.addr], "{}"), run).await;
+    let listen = h.listen("web").await;
+
+    let mut h2 = rollcall_testkit::client::Conn::h2c(listen)
+        .await
+        .expect("h2c");
+    let reply = h2.get("/").await.expect("an h2c answer");
+    assert_eq!(reply.status, http::StatusCode::OK);
+    h.wait_for_metric(r#"rollcall_http1_handoffs_total{pool="web",reason="http2"} 1"#)
+        .await;
+
+    let upgrade = "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\nConnection: close\r\n\r\n";
+    let answer = within(exchange(listen, upgrade.as_bytes(), 1)).await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200 OK"),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    h.wait_for_metric(r#"rollcall_http1_handoffs_total{pool="web",reason="upgrade"} 1"#)
+        .await;
+    // An ordinary request is the fast engine's own.
+    within(exchange(listen, GET.as_bytes(), 1)).await;
+    let metrics = h.metrics();
+    for line in [
+        r#"rollcall_http1_handoffs_total{pool="web",reason="http2"} 1"#,
+        r#"rollcall_http1_handoffs_total{pool="web",reason="upgrade"} 1"#,
+    ] {
+        assert!(
+            metrics.contains(line),
+            "{line} after a plain request:\n{metrics}"
+        );
+    }
+}

@@ -57,6 +57,17 @@ pub struct Pool {
     request_duration: Histogram,
     /// The rate limit on the log line of each answer the sidecar makes itself.
     local_answers: LocalAnswerLog,
+    /// `rollcall_http1_handoffs_total` of this pool: HTTP/2, then upgrades.
+    http1_handoffs: [IntCounter; 2],
+}
+
+/// Why the fast HTTP/1 engine handed a client connection to hyper's server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Http1Handoff {
+    /// The client speaks HTTP/2 (its connection preface).
+    Http2,
+    /// An upgrade (WebSocket and the like) or CONNECT.
+    Upgrade,
 }
 
 impl Drop for Pool {
@@ -101,6 +112,8 @@ impl Pool {
         let (owner, inbox) = mpsc::unbounded_channel();
         let (verdicts, verdict_queue) = mpsc::channel(owner::VERDICT_QUEUE);
         let verdicts_dropped = metrics.verdicts_dropped.with_label_values(&[&*name]);
+        let http1_handoffs = ["http2", "upgrade"]
+            .map(|reason| metrics.http1_handoffs.with_label_values(&[&*name, reason]));
         let owner_task = tokio::spawn(owner::run(
             core,
             inbox,
@@ -122,6 +135,7 @@ impl Pool {
             retries,
             request_duration,
             local_answers: LocalAnswerLog::default(),
+            http1_handoffs,
         })
     }
 
@@ -220,6 +234,15 @@ impl Pool {
     /// The pool's retry budget.
     pub fn budget(&self) -> &RetryBudget {
         &self.budget
+    }
+
+    /// Count a client connection the fast engine handed to hyper's server.
+    pub fn count_http1_handoff(&self, why: Http1Handoff) {
+        self.http1_handoffs[match why {
+            Http1Handoff::Http2 => 0,
+            Http1Handoff::Upgrade => 1,
+        }]
+        .inc();
     }
 
     /// Count a retry in `rollcall_retries_total`.

@@ -45,6 +45,7 @@ use super::server::{Connection, serve_with_hyper};
 use crate::h1::body::Decoder;
 use crate::h1::encode::{CHUNK_END, accepts_trailers, chunk_head};
 use crate::h1::head::{BodyLength, Field, HeadError, RequestHead, parse_request};
+use crate::pool::Http1Handoff;
 use crate::upstream::ProxyBody;
 
 /// A head must arrive whole within this long of the connection waiting for it (hyper's
@@ -91,10 +92,10 @@ pub(super) async fn serve(stream: TcpStream, connection: Connection) {
             Next::Head(head) => head,
             Next::Closed => return,
             Next::Refuse(status) => return served.refuse(status).await,
-            Next::HandOff => return served.hand_off(connection).await,
+            Next::HandOff => return served.hand_off(connection, Http1Handoff::Http2).await,
         };
         if head.upgrade {
-            return served.hand_off(connection).await;
+            return served.hand_off(connection, Http1Handoff::Upgrade).await;
         }
         if !served.serve_one(&head, &connection).await {
             return;
@@ -310,7 +311,9 @@ impl Served {
     }
 
     /// Give the connection, and every byte read but not served, to hyper's server.
-    async fn hand_off(self, connection: Connection) {
+    async fn hand_off(self, connection: Connection, why: Http1Handoff) {
+        connection.pool.count_http1_handoff(why);
+        tracing::debug!(client = %connection.peer, ?why, "connection handed to hyper's server");
         let Some(read) = self.read else {
             return;
         };
