@@ -201,6 +201,19 @@ fn corpus() -> Vec<Case> {
         case("tls bytes", b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03abcdefgh".to_vec(), OK, 1),
         case("garbage", "\x00\x01\x02 hello\r\n\r\n", OK, 1),
         case("head cut short", "GET / HTTP/1.1\r\nHost: x\r\n", OK, 0),
+        // Answers 0: the client half-closes after sending, then reads to the end.
+        case(
+            "an HTTP/2 preface after a request",
+            format!("{GET}PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+            OK,
+            0,
+        ),
+        case(
+            "a refusal after an http/1.0 keep-alive request",
+            "GET / HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n",
+            OK,
+            2,
+        ),
     ]
 }
 
@@ -504,4 +517,83 @@ async fn the_fast_engine_counts_what_it_hands_to_hyper() {
             "{line} after a plain request:\n{metrics}"
         );
     }
+}
+
+/// An answer that never ends (an endless stream) is cut when the grace period of a shutdown is
+/// over, on both engines: the sidecar's shutdown ends, and so does the client's read.
+#[tokio::test]
+async fn shutdown_cuts_an_endless_answer_after_the_grace_period() {
+    for engine in [Http1Engine::Hyper, Http1Engine::Fast] {
+        let endpoint = endless_endpoint().await;
+        let run = RunOptions {
+            tuning: Tuning {
+                http1_engine: engine,
+                response_body_idle: std::time::Duration::ZERO,
+                ..Tuning::default()
+            },
+            ..RunOptions::default()
+        };
+        let h =
+            Harness::start_exactly(&config(&[endpoint], "{healthCheck: {type: None}}"), run).await;
+        let mut client = TcpStream::connect(h.listen("web").await)
+            .await
+            .expect("connect");
+        client.write_all(GET.as_bytes()).await.expect("send");
+        let mut seen = Vec::new();
+        while !seen.windows(5).any(|w| w == b"1\r\nx\r") {
+            let mut chunk = [0u8; 1024];
+            let n = within(client.read(&mut chunk)).await.expect("read");
+            assert!(n > 0, "{engine:?}: closed before the stream began");
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        let runtime = Arc::clone(&h.sidecar.runtime);
+        within(runtime.shutdown_within(std::time::Duration::from_millis(300))).await;
+        let mut rest = Vec::new();
+        let _ = within(client.read_to_end(&mut rest)).await;
+    }
+}
+
+/// An endpoint whose every answer is an endless chunked stream, a chunk every 20 ms.
+async fn endless_endpoint() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                while one_request(&buf).is_none() {
+                    let mut chunk = [0u8; 4096];
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+                if stream.write_all(head).await.is_err() {
+                    return;
+                }
+                while stream.write_all(b"1\r\nx\r\n").await.is_ok() {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Two pipelined requests, then the client's side ends: both engines answer the first (its
+/// answer was due before the end was seen) and end the second, which was in flight when it was
+/// (whether the endpoint saw it is a race, so only the client's bytes are compared).
+#[tokio::test]
+async fn pipelined_requests_then_the_clients_end_read_the_same_on_both_engines() {
+    let case = case("pipelined, then the end", format!("{GET}{GET}"), OK, 0);
+    let hyper = run(&case, Http1Engine::Hyper, true).await;
+    let fast = run(&case, Http1Engine::Fast, true).await;
+    assert_eq!(hyper.client, fast.client);
+    assert_eq!(
+        fast.client.matches("HTTP/1.1 200 OK").count(),
+        1,
+        "{}",
+        fast.client
+    );
 }

@@ -142,6 +142,22 @@ pub fn parse_request(
     })
 }
 
+/// Whether the bytes that arrived since the buffer held `previous_len` may end a head (a blank
+/// line, CRLF or bare LF): a head still arriving is parsed again only then, so a client that
+/// trickles a long head costs one scan of it, not one parse per read (hyper's
+/// `is_complete_fast`, with the same three bytes of overlap).
+pub fn may_end_head(buf: &[u8], previous_len: usize) -> bool {
+    let new = &buf[previous_len.saturating_sub(3).min(buf.len())..];
+    new.iter().enumerate().any(|(i, &b)| {
+        let rest = &new[i + 1..];
+        match b {
+            b'\r' => rest.starts_with(b"\n\r\n"),
+            b'\n' => rest.starts_with(b"\n") || rest.starts_with(b"\r\n"),
+            _ => false,
+        }
+    })
+}
+
 /// A refusal and the offset in the buffer hyper's would be read at when it is made.
 type Refusal = (HeadError, usize);
 

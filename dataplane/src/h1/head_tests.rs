@@ -245,3 +245,22 @@ fn response_framing_depends_on_the_status_and_the_request_method() {
     assert!(!keep("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"));
     assert!(!keep("HTTP/1.0 200 OK\r\n\r\n"));
 }
+
+#[test]
+fn a_head_still_arriving_is_parsed_again_only_when_new_bytes_may_end_it() {
+    use super::head::may_end_head;
+    let head = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+    // The end split anywhere across two reads is still seen (three bytes of overlap).
+    for split in 1..head.len() {
+        assert!(may_end_head(head, split), "split at {split}");
+    }
+    assert!(!may_end_head(b"GET / HTTP/1.1\r\nHost: a\r\n", 5));
+    assert!(!may_end_head(b"GET / HTTP/1.1\r\nHost: a\r\nX: b", 20));
+    assert!(may_end_head(b"GET / HTTP/1.1\nHost: a\n\n", 10), "bare LF");
+    assert!(
+        may_end_head(b"GET / HTTP/1.1\nHost: a\n\r\n", 10),
+        "LF then CRLF"
+    );
+    // Bytes before the overlap are not looked at again.
+    assert!(!may_end_head(b"\r\n\r\nGET / HTTP/1.1\r\nHost", 10));
+}

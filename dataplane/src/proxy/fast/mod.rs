@@ -44,15 +44,15 @@ use super::forward::forward_request;
 use super::server::{Connection, serve_with_hyper};
 use crate::h1::body::Decoder;
 use crate::h1::encode::{CHUNK_END, accepts_trailers, chunk_head};
-use crate::h1::head::{BodyLength, Field, HeadError, RequestHead, parse_request};
+use crate::h1::head::{
+    BodyLength, Field, HeadError, MAX_HEAD_BYTES, RequestHead, may_end_head, parse_request,
+};
 use crate::pool::Http1Handoff;
 use crate::upstream::ProxyBody;
 
 /// A head must arrive whole within this long of the connection waiting for it (hyper's
 /// HTTP/1 header read timeout).
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
-/// Bytes of pipelined requests read ahead while a request is in flight.
-const READ_AHEAD_LIMIT: usize = 64 * 1024;
 /// Fields the request path adds to a request (`X-Forwarded-For`, `-Proto`, `-Host`, and room for
 /// one framing field): the map is made big enough for them at once, not grown and rehashed.
 const ADDED_FIELDS: usize = 4;
@@ -75,7 +75,9 @@ pub(super) async fn serve(stream: TcpStream, connection: Connection) {
         slot: ReadSlot::default(),
         cut: Box::pin(connection.cut.clone().cancelled_owned()),
         stop: Box::pin(connection.stop.clone().cancelled_owned()),
+        http10_peer: false,
     };
+    let mut first = true;
     loop {
         let Some(read) = served.read.as_mut() else {
             return;
@@ -92,8 +94,15 @@ pub(super) async fn serve(stream: TcpStream, connection: Connection) {
             Next::Head(head) => head,
             Next::Closed => return,
             Next::Refuse(status) => return served.refuse(status).await,
-            Next::HandOff => return served.hand_off(connection, Http1Handoff::Http2).await,
+            // Only a connection's first bytes may turn it into HTTP/2 (hyper-util's auto server
+            // looks there alone; hyper's HTTP/1 server closes on a preface later, unanswered).
+            Next::HandOff if first => {
+                return served.hand_off(connection, Http1Handoff::Http2).await;
+            }
+            Next::HandOff => return,
         };
+        first = false;
+        served.http10_peer = !head.http11;
         if head.upgrade {
             return served.hand_off(connection, Http1Handoff::Upgrade).await;
         }
@@ -116,6 +125,8 @@ struct Served {
     /// The connection's `cut` and `stop`, waited on once for the connection's life.
     cut: Cancelled,
     stop: Cancelled,
+    /// The last request was HTTP/1.0 (hyper answers even a refusal in the peer's version).
+    http10_peer: bool,
 }
 
 type Cancelled = Pin<Box<WaitForCancellationFutureOwned>>;
@@ -139,8 +150,18 @@ async fn next_head(
     connection: &Connection,
 ) -> Next {
     let deadline = Instant::now() + HEAD_TIMEOUT;
+    // The buffer's length when the head was last found incomplete.
+    let mut partial: Option<usize> = None;
     loop {
-        if !read.buf.is_empty() {
+        let worth_parsing = match partial {
+            None => !read.buf.is_empty(),
+            Some(previous) => may_end_head(&read.buf, previous),
+        };
+        if !worth_parsing && read.buf.len() >= MAX_HEAD_BYTES {
+            return Next::Refuse(431);
+        }
+        if worth_parsing {
+            partial = Some(read.buf.len());
             match parse_request(&read.buf, fields) {
                 Ok(Some(head)) => return Next::Head(head),
                 Ok(None) => {}
@@ -211,17 +232,20 @@ impl Served {
         tokio::pin!(answer);
         let mut stopping = connection.stop.is_cancelled();
         let response = loop {
-            let watched = self
-                .read
-                .as_mut()
-                .filter(|read| read.buf.len() < READ_AHEAD_LIMIT);
+            // As hyper's server: the end of the client's side is looked for only while nothing
+            // it sent waits in the buffer (pipelined requests are answered first).
+            let watched = self.read.as_mut().filter(|read| read.buf.is_empty());
             let watching = watched.is_some();
             let inviting = expect.as_ref().filter(|expect| !expect.is_sent());
             tokio::select! {
                 biased;
                 response = &mut answer => break response,
                 () = wanted(inviting), if inviting.is_some() => {
-                    let sent = self.write.write_all(CONTINUE).await;
+                    let sent = tokio::select! {
+                        biased;
+                        () = self.cut.as_mut() => return false,
+                        sent = self.write.write_all(CONTINUE) => sent,
+                    };
                     if let Some(expect) = &expect {
                         expect.sent();
                     }
@@ -238,6 +262,11 @@ impl Served {
                 },
             }
         };
+        if let Some(expect) = &expect {
+            // The answer is here: no interim answer any more, but a body the request path still
+            // reads is read (hyper's server skips the `100 Continue` and reads on too).
+            expect.sent();
+        }
         let keep_alive = head.keep_alive && !stopping;
         let (mut parts, body) = response.into_parts();
         let size = BodySize::of(&body);
@@ -260,15 +289,12 @@ impl Served {
             Framing::Chunked(Some(names)) => Some(names.as_slice()),
             _ => None,
         });
-        if let Err(why) = write_answer(
-            &mut self.write,
-            &mut self.out,
-            body,
-            &framing,
-            trailers_sent,
-        )
-        .await
-        {
+        let written = tokio::select! {
+            biased;
+            () = self.cut.as_mut() => return false,
+            written = write_answer(&mut self.write, &mut self.out, body, &framing, trailers_sent) => written,
+        };
+        if let Err(why) = written {
             tracing::debug!(client = %connection.peer, why, "answer cut: closing");
             return false;
         }
@@ -300,12 +326,16 @@ impl Served {
             BodySize::None,
             &Method::GET,
             false,
-            false,
+            self.http10_peer,
             &mut self.out,
         )
         .is_ok()
         {
-            let _ = self.write.write_all(&self.out).await;
+            tokio::select! {
+                biased;
+                () = self.cut.as_mut() => return,
+                _ = self.write.write_all(&self.out) => {}
+            }
         }
         let _ = self.write.shutdown().await;
     }
@@ -387,6 +417,12 @@ async fn write_answer(
     trailers: Option<&[HeaderName]>,
 ) -> Result<(), &'static str> {
     let chunked = matches!(framing, Framing::Chunked(_));
+    // A body said to have a length gets exactly that many bytes out (hyper's length encoder):
+    // more are cut off and end the connection, fewer end it too.
+    let mut length_left = match framing {
+        Framing::Length(n) => Some(*n),
+        _ => None,
+    };
     if *framing != Framing::Empty {
         let mut last_trailers = None;
         loop {
@@ -412,6 +448,15 @@ async fn write_answer(
             if data.is_empty() {
                 continue;
             }
+            let mut data = data;
+            let mut overlong = false;
+            if let Some(left) = length_left.as_mut() {
+                if data.len() as u64 > *left {
+                    data.truncate(*left as usize);
+                    overlong = true;
+                }
+                *left -= data.len() as u64;
+            }
             if chunked {
                 chunk_head(data.len(), out);
             }
@@ -427,9 +472,17 @@ async fn write_answer(
             if chunked {
                 out.extend_from_slice(CHUNK_END);
             }
+            if overlong {
+                flush(write, out).await?;
+                return Err("the answer's body ran past its length");
+            }
             if out.len() >= WRITE_GATHER {
                 flush(write, out).await?;
             }
+        }
+        if length_left.is_some_and(|left| left > 0) {
+            flush(write, out).await?;
+            return Err("the answer's body ended short of its length");
         }
         if chunked {
             out.extend_from_slice(b"0\r\n");

@@ -62,7 +62,10 @@ pub(crate) fn write_head(
     out: &mut Vec<u8>,
 ) -> Result<(Framing, bool), Refused> {
     let mut last = !keep_alive;
-    if parts.status.is_informational() {
+    if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+        // hyper's server writes a 101 as it is, and the connection is the upgrade's after it.
+        last = true;
+    } else if parts.status.is_informational() {
         // hyper's server cannot send a 1xx as an answer: it sends a 500 and closes.
         *parts = http::Response::new(()).into_parts().0;
         parts.status = StatusCode::INTERNAL_SERVER_ERROR;
@@ -130,7 +133,9 @@ fn write_head_inner(
         out.extend_from_slice(b"\r\n");
     }
     let head_request = *method == Method::HEAD;
-    let no_content = matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+    // 204, 304 and a 1xx (a 101 here) carry no body and no length.
+    let no_content = matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
+        || status.is_informational();
     let may_chunk = !head_request && !no_content && parts.version != Version::HTTP_10;
     let may_have_length = !no_content;
 
@@ -323,41 +328,36 @@ fn close_line(out: &mut Vec<u8>, add_chunked: bool) {
     });
 }
 
-/// A `Content-Length` value as hyper's server reads one: a list of equal numbers.
+/// A `Content-Length` value as hyper's server reads one: digits, and nothing else.
 fn content_length(value: &HeaderValue) -> Option<u64> {
-    let mut length = None;
-    for part in value.as_bytes().split(|&b| b == b',') {
-        let part = part.trim_ascii();
-        if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        let n: u64 = std::str::from_utf8(part).ok()?.parse().ok()?;
-        match length {
-            Some(previous) if previous != n => return None,
-            _ => length = Some(n),
-        }
+    let digits = value.as_bytes();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
     }
-    length
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 fn ends_in_chunked(value: &HeaderValue) -> bool {
-    value
-        .as_bytes()
-        .rsplit(|&b| b == b',')
-        .next()
-        .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+    value.to_str().is_ok_and(|codings| {
+        codings
+            .rsplit(',')
+            .next()
+            .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"))
+    })
 }
 
 fn connection_close(value: &HeaderValue) -> bool {
     has_token(value, b"close")
 }
 
-/// Whether the comma-separated list `value` holds `token` (any case).
+/// Whether the comma-separated list `value` holds `token` (any case). A value that is not
+/// visible ASCII holds none, as hyper reads it (`to_str`).
 fn has_token(value: &HeaderValue, token: &[u8]) -> bool {
-    value
-        .as_bytes()
-        .split(|&b| b == b',')
-        .any(|item| item.trim_ascii().eq_ignore_ascii_case(token))
+    value.to_str().is_ok_and(|listed| {
+        listed
+            .split(',')
+            .any(|item| item.trim().as_bytes().eq_ignore_ascii_case(token))
+    })
 }
 
 /// The trailers of `trailers` that `allowed` names and that may be trailers at all, as hyper's
