@@ -7,7 +7,7 @@
 //! that said `TE: trailers`, as hyper's server does. `encode_tests` holds the two to the same
 //! bytes.
 
-use super::head::{Field, MAX_FIELDS};
+use super::head::{Field, MAX_FIELDS, list_has};
 
 /// What closes every chunk's data.
 pub const CHUNK_END: &[u8] = b"\r\n";
@@ -92,20 +92,10 @@ pub fn write_last_chunk(
 /// Whether a request (`head`, its `fields`) accepts trailers in its answer: a `TE` field lists
 /// `trailers`.
 pub fn accepts_trailers(head: &[u8], fields: &[Field]) -> bool {
-    fields
-        .iter()
-        .filter(|f| head[f.name.clone()].eq_ignore_ascii_case(b"te"))
-        .map(|f| &head[f.value.clone()])
-        .filter(|v| visible(v))
-        .flat_map(|v| v.split(|&b| b == b','))
-        .any(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"trailers"))
-}
-
-/// Visible ASCII, spaces and tabs: what `HeaderValue::to_str` accepts.
-fn visible(value: &[u8]) -> bool {
-    value
-        .iter()
-        .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
+    fields.iter().any(|f| {
+        head[f.name.clone()].eq_ignore_ascii_case(b"te")
+            && list_has(&head[f.value.clone()], b"trailers")
+    })
 }
 
 fn is_trailer_field(head: &[u8], field: &Field) -> bool {
@@ -117,9 +107,5 @@ fn is_trailer_field(head: &[u8], field: &Field) -> bool {
 fn declared(head: &[u8], fields: &[Field], name: &[u8]) -> bool {
     fields
         .iter()
-        .filter(|f| is_trailer_field(head, f))
-        .map(|f| &head[f.value.clone()])
-        .filter(|v| visible(v))
-        .flat_map(|v| v.split(|&b| b == b','))
-        .any(|declared| declared.trim_ascii().eq_ignore_ascii_case(name))
+        .any(|f| is_trailer_field(head, f) && list_has(&head[f.value.clone()], name))
 }

@@ -449,15 +449,17 @@ fn connection(value: &[u8], keep_alive: &mut bool, saw_close: &mut bool) {
     }
 }
 
-/// Visible ASCII and tabs only (what `HeaderValue::to_str` accepts).
-fn visible(value: &[u8]) -> bool {
+/// Visible ASCII and tabs only (what `HeaderValue::to_str` accepts): the values hyper reads
+/// a token list from.
+pub(crate) fn visible(value: &[u8]) -> bool {
     value
         .iter()
         .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
 }
 
-/// Whether the comma-separated list `value` holds `token` (any case).
-fn list_has(value: &[u8], token: &[u8]) -> bool {
+/// Whether the comma-separated list `value` holds `token` (any case); none in a value that is
+/// not [`visible`].
+pub(crate) fn list_has(value: &[u8], token: &[u8]) -> bool {
     visible(value)
         && value
             .split(|&b| b == b',')
@@ -465,7 +467,7 @@ fn list_has(value: &[u8], token: &[u8]) -> bool {
 }
 
 /// Whether the last element of the comma-separated list `value` is `token` (any case).
-fn last_token_is(value: &[u8], token: &[u8]) -> bool {
+pub(crate) fn last_token_is(value: &[u8], token: &[u8]) -> bool {
     visible(value)
         && value
             .rsplit(|&b| b == b',')
@@ -473,8 +475,8 @@ fn last_token_is(value: &[u8], token: &[u8]) -> bool {
             .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(token))
 }
 
-/// A decimal number of one or more digits, nothing else.
-fn digits(value: &[u8]) -> Option<u64> {
+/// A decimal number of one or more digits, nothing else (a `Content-Length` as hyper reads one).
+pub(crate) fn digits(value: &[u8]) -> Option<u64> {
     if value.is_empty() {
         return None;
     }

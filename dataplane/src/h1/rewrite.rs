@@ -7,7 +7,7 @@
 //! applied to field positions instead of a `HeaderMap`, with no allocation for an origin-form
 //! target; `rewrite_tests` and the `h1_wire` fuzz target hold the two to the same result.
 
-use super::head::{BodyLength, Field, RequestHead};
+use super::head::{BodyLength, Field, RequestHead, list_has, visible};
 use crate::proxy::headers::ClientAddr;
 
 /// The hop-by-hop fields (RFC 9110 §7.6.1, and the `Keep-Alive`/`Proxy-Connection` of older
@@ -85,10 +85,7 @@ impl<'a> NextHop<'a> {
         // Judged on the first `TE` field left once the fields `Connection` names are gone.
         next_hop.te_trailers = present[TE_AT]
             && !next_hop.named(b"te")
-            && first_value(b"te").filter(|v| visible(v)).is_some_and(|v| {
-                v.split(|&b| b == b',')
-                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
-            });
+            && first_value(b"te").is_some_and(|v| list_has(v, b"trailers"));
         next_hop
     }
 
@@ -235,13 +232,6 @@ pub fn write_request_head(
     }
     out.extend_from_slice(b"\r\n");
     Ok(())
-}
-
-/// Visible ASCII, spaces and tabs: what `HeaderValue::to_str` accepts.
-fn visible(value: &[u8]) -> bool {
-    value
-        .iter()
-        .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
 }
 
 fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {

@@ -13,6 +13,7 @@ use http::response::Parts;
 use http::{HeaderMap, HeaderName, Method, StatusCode, Version};
 
 use crate::h1::encode::NOT_TRAILERS;
+use crate::h1::head::{digits, last_token_is, list_has};
 
 /// What the answer's body says of its length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +81,7 @@ pub(crate) fn write_head(
             .headers
             .get_all(header::CONNECTION)
             .iter()
-            .any(|value| has_token(value, b"keep-alive"));
+            .any(|value| list_has(value.as_bytes(), b"keep-alive"));
         if !says_keep_alive {
             if parts.version == Version::HTTP_10 {
                 last = true;
@@ -136,7 +137,9 @@ fn write_head_inner(
     // 204, 304 and a 1xx (a 101 here) carry no body and no length.
     let no_content = matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
         || status.is_informational();
-    let may_chunk = !head_request && !no_content && parts.version != Version::HTTP_10;
+    // hyper's `can_chunked`, and never to (or from) HTTP/1.0: the framing fields and `Trailer`
+    // go out only then.
+    let may_chunk = may_chunk_status(method, status) && parts.version != Version::HTTP_10;
     let may_have_length = !no_content;
 
     let mut framing = Framing::Length(0);
@@ -174,7 +177,7 @@ fn write_head_inner(
                     }
                     BodySize::Unknown => {
                         let len =
-                            content_length(value).ok_or(Refused("an invalid Content-Length"))?;
+                            digits(value.as_bytes()).ok_or(Refused("an invalid Content-Length"))?;
                         match previous_length {
                             Some(previous) if previous != len => {
                                 return Err(Refused("differing Content-Length values"));
@@ -198,11 +201,11 @@ fn write_head_inner(
                 if wrote_length && !line_open {
                     return Err(Refused("Transfer-Encoding beside Content-Length"));
                 }
-                if !may_chunk_status(method, status) || parts.version == Version::HTTP_10 {
+                if !may_chunk {
                     continue;
                 }
                 wrote_length = true;
-                add_chunked = !ends_in_chunked(value);
+                add_chunked = !last_token_is(value.as_bytes(), b"chunked");
                 if line_open {
                     continue_line(out, value);
                 } else {
@@ -223,7 +226,7 @@ fn write_head_inner(
                 continue;
             }
             header::TRAILER => {
-                if !may_chunk_status(method, status) || parts.version == Version::HTTP_10 {
+                if !may_chunk {
                     continue;
                 }
                 if line_open {
@@ -328,46 +331,13 @@ fn close_line(out: &mut Vec<u8>, add_chunked: bool) {
     });
 }
 
-/// A `Content-Length` value as hyper's server reads one: digits, and nothing else.
-fn content_length(value: &HeaderValue) -> Option<u64> {
-    let digits = value.as_bytes();
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(digits).ok()?.parse().ok()
-}
-
-fn ends_in_chunked(value: &HeaderValue) -> bool {
-    value.to_str().is_ok_and(|codings| {
-        codings
-            .rsplit(',')
-            .next()
-            .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"))
-    })
-}
-
 fn connection_close(value: &HeaderValue) -> bool {
-    has_token(value, b"close")
-}
-
-/// Whether the comma-separated list `value` holds `token` (any case). A value that is not
-/// visible ASCII holds none, as hyper reads it (`to_str`).
-fn has_token(value: &HeaderValue, token: &[u8]) -> bool {
-    value.to_str().is_ok_and(|listed| {
-        listed
-            .split(',')
-            .any(|item| item.trim().as_bytes().eq_ignore_ascii_case(token))
-    })
+    list_has(value.as_bytes(), b"close")
 }
 
 /// The trailers of `trailers` that `allowed` names and that may be trailers at all, as hyper's
-/// encoder keeps them; written after the last chunk's line. Returns whether any were.
-pub(super) fn write_trailers(
-    allowed: &[HeaderName],
-    trailers: &HeaderMap,
-    out: &mut Vec<u8>,
-) -> bool {
-    let mut wrote = false;
+/// encoder keeps them; written after the last chunk's line.
+pub(super) fn write_trailers(allowed: &[HeaderName], trailers: &HeaderMap, out: &mut Vec<u8>) {
     for (name, value) in trailers {
         if allowed.contains(name)
             && !NOT_TRAILERS
@@ -378,8 +348,6 @@ pub(super) fn write_trailers(
             out.extend_from_slice(b": ");
             out.extend_from_slice(value.as_bytes());
             out.extend_from_slice(b"\r\n");
-            wrote = true;
         }
     }
-    wrote
 }
