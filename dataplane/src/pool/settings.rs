@@ -48,7 +48,7 @@ pub struct Tuning {
     pub local_zone: Option<Arc<str>>,
     /// The access log, when it is on (`--access-log`).
     pub access_log: Option<Arc<AccessLog>>,
-    /// What serves an HTTP/1.1 client's connection (`--http1-engine`).
+    /// What serves a client's HTTP/1.x connection (`--http1-engine`).
     pub http1_engine: Http1Engine,
 }
 

@@ -3,12 +3,13 @@
 //! straight from the connection's buffer (`h1::head`, the same refusals and statuses as hyper's
 //! server), make it an `http::Request` whose field values are slices of that buffer, hand it
 //! to the request path (`super::forward`), and write the answer's head and body as hyper's
-//! server would (`response_head`). A request body the buffer holds whole goes as one piece;
+//! server would (`response_head`, `answer_body`). A request body the buffer holds whole goes as one piece;
 //! any other streams from the socket as the endpoint takes it (`request_body`).
 //!
-//! What it does not handle goes to hyper's server for the rest of the connection, at a
-//! request's start, with every byte read so far (`prefixed`): HTTP/2 (its preface),
-//! upgrades and CONNECT. `Expect: 100-continue` is answered as hyper's server answers it: when
+//! What it does not handle goes to hyper's server for the rest of the connection, with every
+//! byte read so far (`prefixed`): HTTP/2 (its preface, at the connection's start only; later
+//! it closes the connection, as hyper's HTTP/1 server does), and upgrades and CONNECT at a
+//! request's start. `Expect: 100-continue` is answered as hyper's server answers it: when
 //! the request path first asks for the body. hyper's server also keeps what this loop
 //! shares with it: a head must arrive within 30 s; a client that closes while its request is
 //! in flight ends that request; stopping answers the request in flight with
@@ -16,6 +17,7 @@
 //!
 //! The upstream side is the hyper engine's (`crate::upstream`) for now.
 
+mod answer_body;
 mod date;
 mod prefixed;
 mod request_body;
@@ -25,10 +27,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use futures_util::FutureExt;
+use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri, Version};
-use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -36,19 +36,19 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::time::Instant;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
+use self::answer_body::write_answer;
 use self::prefixed::Prefixed;
 pub(crate) use self::request_body::FastBody;
 use self::request_body::{Continue, READ_CHUNK, ReadSide, ReadSlot, make_room};
-use self::response_head::{BodySize, Framing, write_head, write_trailers};
+use self::response_head::{BodySize, Framing, write_head};
 use super::forward::forward_request;
 use super::server::{Connection, serve_with_hyper};
 use crate::h1::body::Decoder;
-use crate::h1::encode::{CHUNK_END, accepts_trailers, chunk_head};
+use crate::h1::encode::accepts_trailers;
 use crate::h1::head::{
     BodyLength, Field, HeadError, MAX_HEAD_BYTES, RequestHead, may_end_head, parse_request,
 };
 use crate::pool::Http1Handoff;
-use crate::upstream::ProxyBody;
 
 /// A head must arrive whole within this long of the connection waiting for it (hyper's
 /// HTTP/1 header read timeout).
@@ -56,10 +56,6 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Fields the request path adds to a request (`X-Forwarded-For`, `-Proto`, `-Host`, and room for
 /// one framing field): the map is made big enough for them at once, not grown and rehashed.
 const ADDED_FIELDS: usize = 4;
-/// Answer bytes gathered before they are written.
-const WRITE_GATHER: usize = 16 * 1024;
-/// Body data this large is written from where it lies, beside what is gathered, not copied.
-const WRITE_IN_PLACE: usize = 4 * 1024;
 
 /// Serve `stream` until it closes, or hand it to hyper's server.
 pub(super) async fn serve(stream: TcpStream, connection: Connection) {
@@ -285,10 +281,10 @@ impl Served {
                 return false;
             }
         };
-        let trailers_sent = trailers_accepted.then_some(()).and(match &framing {
-            Framing::Chunked(Some(names)) => Some(names.as_slice()),
+        let trailers_sent = match &framing {
+            Framing::Chunked(Some(names)) if trailers_accepted => Some(names.as_slice()),
             _ => None,
-        });
+        };
         let written = tokio::select! {
             biased;
             () = self.cut.as_mut() => return false,
@@ -404,103 +400,4 @@ fn request_of(
     };
     *request.headers_mut() = headers;
     Ok(request)
-}
-
-/// Write the head in `out` and the body after it, framed as `framing` says; `trailers`: the
-/// trailer names that may go to this client. `Err`: the body broke or the client went away;
-/// the connection must close.
-async fn write_answer(
-    write: &mut OwnedWriteHalf,
-    out: &mut Vec<u8>,
-    mut body: ProxyBody,
-    framing: &Framing,
-    trailers: Option<&[HeaderName]>,
-) -> Result<(), &'static str> {
-    let chunked = matches!(framing, Framing::Chunked(_));
-    // A body said to have a length gets exactly that many bytes out (hyper's length encoder):
-    // more are cut off and end the connection, fewer end it too.
-    let mut length_left = match framing {
-        Framing::Length(n) => Some(*n),
-        _ => None,
-    };
-    if *framing != Framing::Empty {
-        let mut last_trailers = None;
-        loop {
-            let frame = match body.frame().now_or_never() {
-                Some(frame) => frame,
-                None => {
-                    flush(write, out).await?;
-                    body.frame().await
-                }
-            };
-            let frame = match frame {
-                None => break,
-                Some(Err(_)) => return Err("the answer's body broke"),
-                Some(Ok(frame)) => frame,
-            };
-            let data = match frame.into_data() {
-                Ok(data) => data,
-                Err(frame) => {
-                    last_trailers = frame.into_trailers().ok();
-                    continue;
-                }
-            };
-            if data.is_empty() {
-                continue;
-            }
-            let mut data = data;
-            let mut overlong = false;
-            if let Some(left) = length_left.as_mut() {
-                if data.len() as u64 > *left {
-                    data.truncate(*left as usize);
-                    overlong = true;
-                }
-                *left -= data.len() as u64;
-            }
-            if chunked {
-                chunk_head(data.len(), out);
-            }
-            if data.len() >= WRITE_IN_PLACE {
-                // What is gathered and the data in one vectored write, the data not copied.
-                let mut both = Buf::chain(&out[..], data);
-                let written = write.write_all_buf(&mut both).await;
-                out.clear();
-                written.map_err(|_| "the client went away")?;
-            } else {
-                out.extend_from_slice(&data);
-            }
-            if chunked {
-                out.extend_from_slice(CHUNK_END);
-            }
-            if overlong {
-                flush(write, out).await?;
-                return Err("the answer's body ran past its length");
-            }
-            if out.len() >= WRITE_GATHER {
-                flush(write, out).await?;
-            }
-        }
-        if length_left.is_some_and(|left| left > 0) {
-            flush(write, out).await?;
-            return Err("the answer's body ended short of its length");
-        }
-        if chunked {
-            out.extend_from_slice(b"0\r\n");
-            if let (Some(names), Some(last)) = (trailers, last_trailers.as_ref()) {
-                write_trailers(names, last, out);
-            }
-            out.extend_from_slice(b"\r\n");
-        }
-    }
-    drop(body);
-    flush(write, out).await
-}
-
-async fn flush(write: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> Result<(), &'static str> {
-    if out.is_empty() {
-        return Ok(());
-    }
-    let written = write.write_all(out).await;
-    out.clear();
-    written.map_err(|_| "the client went away")
 }

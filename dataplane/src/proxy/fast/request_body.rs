@@ -60,7 +60,6 @@ pub(crate) struct Streaming {
     read: Option<ReadSide>,
     decoder: Decoder,
     slot: ReadSlot,
-    failed: bool,
     /// The client waits for `100 Continue` before it sends the body.
     expect: Option<Arc<Continue>>,
 }
@@ -82,9 +81,9 @@ impl Continue {
         std::future::poll_fn(|cx| {
             self.connection.register(cx.waker());
             if self.wanted.load(Ordering::Acquire) {
-                std::task::Poll::Ready(())
+                Poll::Ready(())
             } else {
-                std::task::Poll::Pending
+                Poll::Pending
             }
         })
         .await;
@@ -113,7 +112,6 @@ impl Continue {
 }
 
 impl FastBody {
-    /// A body still (partly) on the socket, framed by `decoder`.
     /// A body still (partly) on the socket, framed by `decoder`; `expect`: the client waits for
     /// `100 Continue` first.
     pub(super) fn streaming(
@@ -126,21 +124,28 @@ impl FastBody {
             read: Some(read),
             decoder,
             slot,
-            failed: false,
             expect,
         }))
     }
 }
 
+impl FastBody {
+    /// A whole body's bytes, once: the body is empty after.
+    fn take_whole(&mut self) -> Option<Bytes> {
+        match self {
+            Self::Whole(bytes) => {
+                let bytes = std::mem::take(bytes);
+                *self = Self::Empty;
+                Some(bytes)
+            }
+            _ => None,
+        }
+    }
+}
+
 impl ArrivingBody for FastBody {
     fn whole(&mut self) -> Option<Bytes> {
-        match std::mem::replace(self, Self::Empty) {
-            Self::Whole(bytes) => Some(bytes),
-            other => {
-                *self = other;
-                None
-            }
-        }
+        self.take_whole()
     }
 }
 
@@ -154,12 +159,10 @@ impl Body for FastBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         match this {
-            Self::Empty => Poll::Ready(None),
-            Self::Whole(_) => match std::mem::replace(this, Self::Empty) {
-                Self::Whole(bytes) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
-                _ => Poll::Ready(None),
-            },
             Self::Streaming(streaming) => streaming.poll_frame(cx),
+            Self::Empty | Self::Whole(_) => {
+                Poll::Ready(this.take_whole().map(|b| Ok(Frame::data(b))))
+            }
         }
     }
 
@@ -205,8 +208,8 @@ impl Streaming {
                     let trailers = trailer_fields(self.decoder.trailers());
                     self.give_back(true);
                     if !decoded.data.is_empty() {
-                        // The data first; the trailers' frame would be lost after it, and a
-                        // chunked body's last data never shares a call with its end.
+                        // Only a length-framed body ends with data in the same call (a chunked
+                        // one ends on its last chunk, after its data), so no trailers are lost.
                         return Poll::Ready(Some(Ok(Frame::data(used.slice(decoded.data)))));
                     }
                     return Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))));
@@ -230,7 +233,6 @@ impl Streaming {
                 }
                 Poll::Ready(Ok(_)) => {}
                 Poll::Ready(Err(error)) => {
-                    self.failed = true;
                     self.give_back(false);
                     return Poll::Ready(Some(Err(Box::new(error))));
                 }
@@ -239,15 +241,15 @@ impl Streaming {
     }
 
     fn fail(&mut self, error: BodyError) -> BoxError {
-        self.failed = true;
         self.give_back(false);
         Box::new(error)
     }
 
-    /// Put the read side back for the connection.
+    /// Put the read side back for the connection, saying whether the body was read to its end
+    /// (once given back, the body reads no more: a failure never follows a finish).
     fn give_back(&mut self, finished: bool) {
         if let Some(read) = self.read.take() {
-            *self.slot.lock() = Some((read, finished && !self.failed));
+            *self.slot.lock() = Some((read, finished));
         }
     }
 }
