@@ -270,6 +270,18 @@ struct Seen {
     client: String,
 }
 
+/// A sidecar on `engine`, whatever `ROLLCALL_HTTP1_ENGINE` says, with `tuning` otherwise.
+async fn sidecar_on(engine: Http1Engine, yaml: &str, tuning: Tuning) -> Harness {
+    let run = RunOptions {
+        tuning: Tuning {
+            http1_engine: engine,
+            ..tuning
+        },
+        ..RunOptions::default()
+    };
+    Harness::start_exactly(yaml, run).await
+}
+
 async fn run(case: &Case, engine: Http1Engine, with_endpoint: bool) -> Seen {
     let endpoint = Recorder::spawn(case.answer).await;
     let endpoints = if with_endpoint {
@@ -277,14 +289,7 @@ async fn run(case: &Case, engine: Http1Engine, with_endpoint: bool) -> Seen {
     } else {
         Vec::new()
     };
-    let run = RunOptions {
-        tuning: Tuning {
-            http1_engine: engine,
-            ..Tuning::default()
-        },
-        ..RunOptions::default()
-    };
-    let h = Harness::start_exactly(&config(&endpoints, "{}"), run).await;
+    let h = sidecar_on(engine, &config(&endpoints, "{}"), Tuning::default()).await;
     let listen = h.listen("web").await;
     let client = within(exchange(listen, &case.client, case.answers)).await;
     let endpoint = endpoint.requests.lock().clone();
@@ -478,14 +483,12 @@ fn body_end(buf: &[u8], head: usize, length: BodyLength) -> Option<usize> {
 #[tokio::test]
 async fn the_fast_engine_counts_what_it_hands_to_hyper() {
     let endpoint = Recorder::spawn(OK).await;
-    let run = RunOptions {
-        tuning: Tuning {
-            http1_engine: Http1Engine::Fast,
-            ..Tuning::default()
-        },
-        ..RunOptions::default()
-    };
-    let h = Harness::start_exactly(&config(&[endpoint.addr], "{}"), run).await;
+    let h = sidecar_on(
+        Http1Engine::Fast,
+        &config(&[endpoint.addr], "{}"),
+        Tuning::default(),
+    )
+    .await;
     let listen = h.listen("web").await;
 
     let mut h2 = rollcall_testkit::client::Conn::h2c(listen)
@@ -525,16 +528,16 @@ async fn the_fast_engine_counts_what_it_hands_to_hyper() {
 async fn shutdown_cuts_an_endless_answer_after_the_grace_period() {
     for engine in [Http1Engine::Hyper, Http1Engine::Fast] {
         let endpoint = endless_endpoint().await;
-        let run = RunOptions {
-            tuning: Tuning {
-                http1_engine: engine,
-                response_body_idle: std::time::Duration::ZERO,
-                ..Tuning::default()
-            },
-            ..RunOptions::default()
+        let tuning = Tuning {
+            response_body_idle: std::time::Duration::ZERO,
+            ..Tuning::default()
         };
-        let h =
-            Harness::start_exactly(&config(&[endpoint], "{healthCheck: {type: None}}"), run).await;
+        let h = sidecar_on(
+            engine,
+            &config(&[endpoint], "{healthCheck: {type: None}}"),
+            tuning,
+        )
+        .await;
         let mut client = TcpStream::connect(h.listen("web").await)
             .await
             .expect("connect");
