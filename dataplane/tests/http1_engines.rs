@@ -125,6 +125,12 @@ fn corpus() -> Vec<Case> {
             b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\nb\r\nhello world\r\n0\r\n\r\n",
             1,
         ),
+        case(
+            "interim answers before the answer",
+            GET,
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            1,
+        ),
         case("endpoint error", GET, b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops", 1),
         case("hop-by-hop fields", "GET / HTTP/1.1\r\nHost: x\r\nConnection: x-private\r\nX-Private: 1\r\nKeep-Alive: 5\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n", OK, 1),
         case("absolute form", "GET http://example/z HTTP/1.1\r\nHost: example\r\n\r\n", OK, 1),
