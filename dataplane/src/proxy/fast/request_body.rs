@@ -13,29 +13,15 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::task::AtomicWaker;
-use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
 use parking_lot::Mutex;
 use tokio::net::tcp::OwnedReadHalf;
 
-use crate::h1::body::{BodyError, Decoder};
-use crate::h1::head::MAX_FIELDS;
+use crate::h1::body::Decoder;
+pub(super) use crate::h1::read::{READ_CHUNK, make_room};
+use crate::h1::read::{Step, poll_body};
 use crate::proxy::client_body::ArrivingBody;
 use crate::upstream::BoxError;
-
-/// Bytes asked of the socket per read at the least.
-pub(super) const READ_CHUNK: usize = 8 * 1024;
-/// Below this much room, the read buffer grows (by `READ_CHUNK`) before a read. Growing only
-/// then keeps a request's head (shared with its field values while it is in flight) from being
-/// copied to a new buffer at every read.
-const READ_ROOM: usize = 1024;
-
-/// Make room in `buf` for a read.
-pub(super) fn make_room(buf: &mut BytesMut) {
-    if buf.capacity() - buf.len() < READ_ROOM {
-        buf.reserve(READ_CHUNK);
-    }
-}
 
 /// The connection's read side: the socket and what has been read from it but not used.
 pub(super) struct ReadSide {
@@ -194,55 +180,21 @@ impl Streaming {
             }
             self.expect = None;
         }
-        loop {
-            let Some(read) = self.read.as_mut() else {
-                return Poll::Ready(None);
-            };
-            if !read.buf.is_empty() || self.decoder.is_done() {
-                let decoded = match self.decoder.decode(&read.buf) {
-                    Ok(decoded) => decoded,
-                    Err(error) => return Poll::Ready(Some(Err(self.fail(error)))),
-                };
-                let used = read.buf.split_to(decoded.consumed).freeze();
-                if decoded.ended {
-                    let trailers = trailer_fields(self.decoder.trailers());
-                    self.give_back(true);
-                    if !decoded.data.is_empty() {
-                        // Only a length-framed body ends with data in the same call (a chunked
-                        // one ends on its last chunk, after its data), so no trailers are lost.
-                        return Poll::Ready(Some(Ok(Frame::data(used.slice(decoded.data)))));
-                    }
-                    return Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))));
-                }
-                if !decoded.data.is_empty() {
-                    return Poll::Ready(Some(Ok(Frame::data(used.slice(decoded.data)))));
-                }
-                if decoded.consumed > 0 && !read.buf.is_empty() {
-                    continue;
-                }
+        let Some(read) = self.read.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match poll_body(&mut read.io, &mut read.buf, &mut self.decoder, cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Step::Frame(frame)) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(Step::Ended(last)) => {
+                self.give_back(true);
+                Poll::Ready(last.map(Ok))
             }
-            let Some(read) = self.read.as_mut() else {
-                return Poll::Ready(None);
-            };
-            make_room(&mut read.buf);
-            match tokio_util::io::poll_read_buf(Pin::new(&mut read.io), cx, &mut read.buf) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(0)) => {
-                    let error = self.decoder.closed().err().unwrap_or(BodyError::Incomplete);
-                    return Poll::Ready(Some(Err(self.fail(error))));
-                }
-                Poll::Ready(Ok(_)) => {}
-                Poll::Ready(Err(error)) => {
-                    self.give_back(false);
-                    return Poll::Ready(Some(Err(Box::new(error))));
-                }
+            Poll::Ready(Step::Failed(error)) => {
+                self.give_back(false);
+                Poll::Ready(Some(Err(Box::new(error))))
             }
         }
-    }
-
-    fn fail(&mut self, error: BodyError) -> BoxError {
-        self.give_back(false);
-        Box::new(error)
     }
 
     /// Put the read side back for the connection, saying whether the body was read to its end
@@ -258,31 +210,4 @@ impl Drop for Streaming {
     fn drop(&mut self) {
         self.give_back(false);
     }
-}
-
-/// A chunked body's trailer section as a trailers frame (`None` when there was none). The
-/// decoder has checked the section; a field `http` refuses is left out, as hyper's decoder
-/// leaves it.
-fn trailer_fields(section: &[u8]) -> Option<HeaderMap> {
-    if section.is_empty() {
-        return None;
-    }
-    let mut closed = Vec::with_capacity(section.len() + 2);
-    closed.extend_from_slice(section);
-    closed.extend_from_slice(b"\r\n");
-    let mut parsed = [httparse::EMPTY_HEADER; MAX_FIELDS];
-    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(&closed, &mut parsed)
-    else {
-        return None;
-    };
-    let mut trailers = HeaderMap::with_capacity(fields.len());
-    for field in fields.iter() {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(field.name.as_bytes()),
-            HeaderValue::from_bytes(field.value),
-        ) {
-            trailers.append(name, value);
-        }
-    }
-    Some(trailers)
 }

@@ -10,10 +10,10 @@
 
 use http::header::{self, HeaderValue};
 use http::response::Parts;
-use http::{HeaderMap, HeaderName, Method, StatusCode, Version};
+use http::{HeaderName, Method, StatusCode, Version};
 
-use crate::h1::encode::NOT_TRAILERS;
 use crate::h1::head::{digits, last_token_is, list_has};
+pub(crate) use crate::h1::write::Framing;
 
 /// What the answer's body says of its length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,18 +33,6 @@ impl BodySize {
             body.size_hint().exact().map_or(Self::Unknown, Self::Exact)
         }
     }
-}
-
-/// How the body goes out after the head.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Framing {
-    /// Nothing follows the head (the body, if any, is not sent).
-    Empty,
-    Length(u64),
-    /// Chunks; the trailers named in the answer's `Trailer` field may end it.
-    Chunked(Option<Vec<HeaderName>>),
-    /// Until the connection closes.
-    UntilClose,
 }
 
 /// The answer cannot be written (hyper's server refuses it the same way).
@@ -333,21 +321,4 @@ fn close_line(out: &mut Vec<u8>, add_chunked: bool) {
 
 fn connection_close(value: &HeaderValue) -> bool {
     list_has(value.as_bytes(), b"close")
-}
-
-/// The trailers of `trailers` that `allowed` names and that may be trailers at all, as hyper's
-/// encoder keeps them; written after the last chunk's line.
-pub(super) fn write_trailers(allowed: &[HeaderName], trailers: &HeaderMap, out: &mut Vec<u8>) {
-    for (name, value) in trailers {
-        if allowed.contains(name)
-            && !NOT_TRAILERS
-                .iter()
-                .any(|n| name.as_str().as_bytes().eq_ignore_ascii_case(n))
-        {
-            out.extend_from_slice(name.as_str().as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-    }
 }

@@ -1,0 +1,122 @@
+//! A body read from a connection as it is asked for, driven by polling: bytes read into the
+//! connection's buffer, framed by [`Decoder`](super::body::Decoder), data handed on as slices
+//! of that buffer (never copied), a chunked body's trailers as a trailers frame. Both
+//! directions of the fast engine use it: a client's request body (`proxy::fast`) and an
+//! endpoint's answer (`upstream::direct`).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use http_body::Frame;
+use tokio::io::AsyncRead;
+
+use super::body::{BodyError, Decoder};
+use super::head::MAX_FIELDS;
+
+/// Bytes asked of the socket per read at the least.
+pub const READ_CHUNK: usize = 8 * 1024;
+/// Below this much room, the read buffer grows (by `READ_CHUNK`) before a read. Growing only
+/// then keeps a head (shared with its field values while its message is in flight) from being
+/// copied to a new buffer at every read.
+const READ_ROOM: usize = 1024;
+
+/// Make room in `buf` for a read.
+pub fn make_room(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < READ_ROOM {
+        buf.reserve(READ_CHUNK);
+    }
+}
+
+/// What one poll of a body found.
+pub enum Step {
+    /// A frame; more may follow.
+    Frame(Frame<Bytes>),
+    /// The body ended, with this last frame or none. What follows it in the buffer is the
+    /// connection's next message.
+    Ended(Option<Frame<Bytes>>),
+    /// The framing was refused, the connection closed early, or the read failed.
+    Failed(ReadError),
+}
+
+/// Why a body could not be read to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Framing(#[from] BodyError),
+    #[error("reading the body failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Read `decoder`'s body from `buf` and, when that runs dry, from `io`.
+pub fn poll_body<R: AsyncRead + Unpin + ?Sized>(
+    io: &mut R,
+    buf: &mut BytesMut,
+    decoder: &mut Decoder,
+    cx: &mut Context<'_>,
+) -> Poll<Step> {
+    loop {
+        if !buf.is_empty() || decoder.is_done() {
+            let decoded = match decoder.decode(buf) {
+                Ok(decoded) => decoded,
+                Err(error) => return Poll::Ready(Step::Failed(error.into())),
+            };
+            let used = buf.split_to(decoded.consumed).freeze();
+            if decoded.ended {
+                if !decoded.data.is_empty() {
+                    // Only a length-framed body ends with data in the same call (a chunked one
+                    // ends on its last chunk, after its data), so no trailers are lost.
+                    return Poll::Ready(Step::Ended(Some(Frame::data(used.slice(decoded.data)))));
+                }
+                let trailers = trailer_fields(decoder.trailers());
+                return Poll::Ready(Step::Ended(trailers.map(Frame::trailers)));
+            }
+            if !decoded.data.is_empty() {
+                return Poll::Ready(Step::Frame(Frame::data(used.slice(decoded.data))));
+            }
+            if decoded.consumed > 0 && !buf.is_empty() {
+                continue;
+            }
+        }
+        make_room(buf);
+        match tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(0)) => {
+                return Poll::Ready(match decoder.closed() {
+                    Ok(()) => Step::Ended(None),
+                    Err(error) => Step::Failed(error.into()),
+                });
+            }
+            Poll::Ready(Ok(_)) => {}
+            Poll::Ready(Err(error)) => return Poll::Ready(Step::Failed(error.into())),
+        }
+    }
+}
+
+/// A chunked body's trailer section as a trailers frame (`None` when there was none). The
+/// decoder has checked the section; a field `http` refuses is left out, as hyper's decoder
+/// leaves it.
+fn trailer_fields(section: &[u8]) -> Option<HeaderMap> {
+    if section.is_empty() {
+        return None;
+    }
+    let mut closed = Vec::with_capacity(section.len() + 2);
+    closed.extend_from_slice(section);
+    closed.extend_from_slice(b"\r\n");
+    let mut parsed = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(&closed, &mut parsed)
+    else {
+        return None;
+    };
+    let mut trailers = HeaderMap::with_capacity(fields.len());
+    for field in fields.iter() {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(field.name.as_bytes()),
+            HeaderValue::from_bytes(field.value),
+        ) {
+            trailers.append(name, value);
+        }
+    }
+    Some(trailers)
+}
