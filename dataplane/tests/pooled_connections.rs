@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use http::StatusCode;
 use parking_lot::Mutex;
+use rollcall_dataplane::pool::Http1Engine;
 use rollcall_testkit::client::Conn;
 use rollcall_testkit::{Behavior, TestBackend};
 use support::{Harness, config, within};
@@ -254,7 +255,14 @@ async fn pooled_connections_that_cannot_be_used_are_not_waited_on() {
         held.push(stream);
     }
     let view = h.endpoint("web", backend).await.expect("the endpoint");
-    assert_eq!(view.open_connections, STALLED, "one connection per upload");
+    match Harness::engine_under_test() {
+        // hyper's client keeps each connection, still writing its upload.
+        Http1Engine::Hyper => {
+            assert_eq!(view.open_connections, STALLED, "one connection per upload")
+        }
+        // The fast engine's own connections close when an answer ends before its upload.
+        Http1Engine::Fast => assert_eq!(view.open_connections, 0, "none kept half-used"),
+    }
 
     // One GET per unusable connection and one more, on a keep-alive connection of their own.
     let mut conn = Conn::http1(listen).await.expect("connect");

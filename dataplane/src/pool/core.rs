@@ -105,7 +105,7 @@ impl Core {
                     &self.name,
                     config,
                     http2,
-                    self.tuning.keepalive,
+                    &self.tuning,
                     &self.idle,
                     &self.metrics,
                     now,

@@ -11,11 +11,12 @@ use std::sync::{Arc, OnceLock};
 use prometheus::{IntCounter, IntCounterVec};
 use tokio::time::Instant;
 
+use super::settings::{Http1Engine, Tuning};
 use crate::balance::EndpointLoad;
 use crate::config::EndpointConfig;
 use crate::metrics::{ATTEMPT_OUTCOMES, Metrics};
 use crate::outcome::Outcome;
-use crate::upstream::{IdleConnections, KeepAlive, Upstream};
+use crate::upstream::{IdleConnections, Upstream};
 
 type AttemptCounters = [OnceLock<IntCounter>; ATTEMPT_OUTCOMES.len()];
 
@@ -37,7 +38,7 @@ impl Endpoint {
         pool: &Arc<str>,
         config: &EndpointConfig,
         http2: bool,
-        keepalive: KeepAlive,
+        tuning: &Tuning,
         idle: &Arc<IdleConnections>,
         metrics: &Metrics,
         now: Instant,
@@ -45,7 +46,8 @@ impl Endpoint {
         Self {
             addr: config.address,
             zone: config.zone.clone(),
-            upstream: Upstream::in_pool(config.address, http2, keepalive, idle),
+            upstream: Upstream::in_pool(config.address, http2, tuning.keepalive, idle)
+                .with_direct_http1(tuning.http1_engine == Http1Engine::Fast),
             load: Arc::new(EndpointLoad::with_weight(config.weight, now)),
             attempts: OnceLock::new(),
             attempts_vec: metrics.attempts.clone(),
@@ -91,7 +93,7 @@ mod tests {
             &pool,
             &config,
             false,
-            KeepAlive::default(),
+            &Tuning::default(),
             &IdleConnections::new(1),
             &metrics,
             Instant::now(),

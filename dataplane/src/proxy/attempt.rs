@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use http::Response;
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::client_body::{Progress, RequestBody};
@@ -17,7 +16,7 @@ use super::request::{Target, build_request};
 use crate::outcome::Outcome;
 use crate::pool::Endpoint;
 use crate::retry::Clock;
-use crate::upstream::{self, Conn, ConnectError, Release, SendError};
+use crate::upstream::{self, Conn, ConnectError, EndpointBody, Release, SendError};
 
 /// The request as every try sends it.
 pub(super) struct Outgoing<'a> {
@@ -38,7 +37,7 @@ pub(super) struct TryResult {
     pub outcome: Outcome,
     /// What went wrong, in words (empty for an answer).
     pub detail: String,
-    pub answer: Option<(Response<Incoming>, Release)>,
+    pub answer: Option<(Response<EndpointBody>, Release)>,
     pub started: Instant,
     pub ended: Instant,
 }
@@ -86,7 +85,7 @@ pub(super) async fn run(
     }
 }
 
-type Ended = (Outcome, String, Option<(Response<Incoming>, Release)>);
+type Ended = (Outcome, String, Option<(Response<EndpointBody>, Release)>);
 
 async fn attempt(
     endpoint: &Endpoint,
@@ -197,7 +196,7 @@ async fn attempt(
 }
 
 fn classify(
-    sent: Result<(Response<Incoming>, Release), SendError>,
+    sent: Result<(Response<EndpointBody>, Release), SendError>,
     grpc_call: bool,
     endpoint: &Endpoint,
     body: &mut RequestBody,
@@ -222,12 +221,12 @@ fn classify(
             tracing::debug!(endpoint = %endpoint.addr, %error, "pooled connection was dead before writing");
             (Outcome::DeadPooledConnection, error.to_string(), None)
         }
-        Err(SendError::Sent(error)) => {
+        Err(SendError::Sent { error, malformed }) => {
             let outcome = if let Some(fault) = progress.fault() {
                 fault
             } else if endpoint.upstream.closed_locally() {
                 Outcome::ClosedLocally
-            } else if error.is_parse() || error.is_parse_status() {
+            } else if malformed {
                 Outcome::ProtocolError
             } else {
                 Outcome::Reset

@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::Response;
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::answer;
@@ -18,11 +17,11 @@ use crate::local_answer::LocalReason;
 use crate::outcome::Verdict;
 use crate::pool::{Endpoint, Pool};
 use crate::retry::{Answer, LocalAnswer};
-use crate::upstream::{ProxyBody, Release};
+use crate::upstream::{EndpointBody, ProxyBody, Release};
 
 /// A 5xx kept while a retry tries to do better.
 pub(super) struct Kept {
-    pub response: Response<Incoming>,
+    pub response: Response<EndpointBody>,
     pub release: Release,
     pub endpoint: Arc<Endpoint>,
     /// When its headers arrived.

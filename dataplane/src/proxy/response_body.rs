@@ -15,7 +15,6 @@ use bytes::Bytes;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use super::client_body::Progress;
@@ -23,11 +22,11 @@ use super::grpc;
 use super::headers::prepare_response_fields;
 use super::try_record::TryRecord;
 use crate::pool::Endpoint;
-use crate::upstream::{BoxError, ProxyBody, Release};
+use crate::upstream::{BoxError, EndpointBody, ProxyBody, Release};
 
 pin_project_lite::pin_project! {
     /// An endpoint's response body, tracked until it ends.
-    pub(super) struct TrackedBody<B = Incoming> {
+    pub(super) struct TrackedBody<B = EndpointBody> {
         #[pin]
         inner: B,
         idle: Duration,
@@ -50,7 +49,7 @@ struct Done {
 }
 
 /// What the endpoint's response needs to be tracked.
-pub(super) struct Answered<B = Incoming> {
+pub(super) struct Answered<B = EndpointBody> {
     pub response: Response<B>,
     pub release: Release,
     /// The try's record, finished when the body ends; `None` for a kept answer.

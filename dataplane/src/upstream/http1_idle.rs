@@ -17,6 +17,7 @@ use prometheus::IntCounter;
 use tokio::time::Instant;
 
 use super::ProxyBody;
+use super::direct::DirectConn;
 
 /// Idle connections a pool keeps by default, over all its endpoints (Envoy's default
 /// `max_connections` per cluster is the same figure).
@@ -31,6 +32,23 @@ const MAX_IDLE_PER_ENDPOINT: usize = 256;
 pub(super) const READY_WAIT: Duration = Duration::from_millis(20);
 
 type Sender = http1::SendRequest<ProxyBody>;
+
+/// An idle connection: hyper's (its task watches it) or the sidecar's own (asked whether it is
+/// still usable when it is taken or checked).
+pub(super) enum IdleConn {
+    Hyper(Sender),
+    Direct(DirectConn),
+}
+
+impl IdleConn {
+    /// The endpoint has closed it (or, for the sidecar's own, sent something unasked).
+    fn is_closed(&self) -> bool {
+        match self {
+            IdleConn::Hyper(tx) => tx.is_closed(),
+            IdleConn::Direct(conn) => !conn.is_usable(),
+        }
+    }
+}
 
 /// The idle connections of one pool.
 pub struct IdleConnections {
@@ -60,7 +78,7 @@ struct Inner {
 struct Idle {
     seq: u64,
     since: Instant,
-    tx: Sender,
+    tx: IdleConn,
 }
 
 /// One endpoint's share of its pool's idle connections.
@@ -173,23 +191,29 @@ impl IdleKey {
     /// an upload its endpoint answered early, and the rest is not coming or not taken) and
     /// leaves the pool; a dead one fails `ready` at once; the next is tried, and once the time
     /// is spent only connections ready that instant are taken.
-    pub(super) async fn checkout(&self, wait: Duration) -> Option<Sender> {
+    /// The sidecar's own connections are ready whenever they are idle: only whether the
+    /// endpoint closed them is asked.
+    pub(super) async fn checkout(&self, wait: Duration) -> Option<IdleConn> {
         let deadline = Instant::now() + wait;
         loop {
-            let mut tx = self.pop_newest()?;
-            if tx.is_closed() {
+            let idle = self.pop_newest()?;
+            if idle.is_closed() {
                 continue;
             }
+            let mut tx = match idle {
+                IdleConn::Hyper(tx) => tx,
+                direct @ IdleConn::Direct(_) => return Some(direct),
+            };
             if tx.is_ready() {
-                return Some(tx);
+                return Some(IdleConn::Hyper(tx));
             }
             if let Ok(Ok(())) = tokio::time::timeout_at(deadline, tx.ready()).await {
-                return Some(tx);
+                return Some(IdleConn::Hyper(tx));
             }
         }
     }
 
-    fn pop_newest(&self) -> Option<Sender> {
+    fn pop_newest(&self) -> Option<IdleConn> {
         let mut inner = self.set.inner.lock();
         let idle = inner.stacks[self.slot].pop_back()?;
         inner.count -= 1;
@@ -199,7 +223,7 @@ impl IdleKey {
     /// Keep a connection whose response ended for the next request. Past the endpoint's or
     /// the pool's budget, the oldest idle connection (this endpoint's, resp. the pool's) is
     /// closed to make room.
-    pub(super) fn put(&self, tx: Sender, now: Instant) {
+    pub(super) fn put(&self, tx: IdleConn, now: Instant) {
         if tx.is_closed() {
             return;
         }

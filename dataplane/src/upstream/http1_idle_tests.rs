@@ -71,7 +71,7 @@ async fn a_checkout_waits_once_however_many_pooled_connections_cannot_be_used() 
     let mut held = Vec::new();
     for _ in 0..8 {
         let tx = busy_sender(&mut held).await;
-        key.put(tx, Instant::now());
+        key.put(IdleConn::Hyper(tx), Instant::now());
     }
     // Let every connection task take its request, so none is ready or closed.
     tokio::task::yield_now().await;
@@ -99,16 +99,16 @@ async fn a_usable_connection_under_unusable_ones_is_found_within_the_one_wait() 
         .ready()
         .await
         .expect("the answered connection turns ready");
-    key.put(ready, Instant::now());
+    key.put(IdleConn::Hyper(ready), Instant::now());
     for _ in 0..4 {
         let tx = busy_sender(&mut held).await;
-        key.put(tx, Instant::now());
+        key.put(IdleConn::Hyper(tx), Instant::now());
     }
     tokio::task::yield_now().await;
 
     let started = Instant::now();
     let got = key.checkout(READY_WAIT).await;
-    assert!(got.is_some_and(|tx| tx.is_ready()));
+    assert!(got.is_some_and(|idle| matches!(idle, IdleConn::Hyper(tx) if tx.is_ready())));
     assert!(
         started.elapsed() <= READY_WAIT,
         "waited {:?}",
@@ -122,7 +122,7 @@ async fn a_connection_that_turns_ready_within_the_wait_is_reused() {
     let key = idle.key();
     // Its response is on its way: ready a few milliseconds after it is pooled.
     let tx = answered_later(Duration::from_millis(3)).await;
-    key.put(tx, Instant::now());
+    key.put(IdleConn::Hyper(tx), Instant::now());
 
     let started = Instant::now();
     let got = key.checkout(READY_WAIT).await;

@@ -24,15 +24,17 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod direct;
 mod http1_idle;
 mod http2_set;
 mod send;
 
-use http1_idle::IdleKey;
+use direct::DirectConn;
 pub use http1_idle::{DEFAULT_MAX_IDLE_PER_POOL, IdleConnections};
+use http1_idle::{IdleConn, IdleKey};
 use http2_set::ConnectionSet;
 pub use http2_set::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, StreamSlot};
-pub use send::{Release, SendError, send};
+pub use send::{EndpointBody, Release, SendError, send};
 
 /// Any error a body can carry.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -75,6 +77,8 @@ pub enum Conn {
         slot: StreamSlot,
         reused: bool,
     },
+    /// HTTP/1.1 on a connection of the sidecar's own (`direct`), driven by the request.
+    Direct { conn: DirectConn, reused: bool },
 }
 
 /// HTTP/2 keep-alive: how often an idle connection is pinged, and how long a PING may go
@@ -89,6 +93,8 @@ pub struct KeepAlive {
 pub struct Upstream {
     addr: SocketAddr,
     http2: AtomicBool,
+    /// HTTP/1.1 goes on the sidecar's own connections (`direct`), not hyper's client.
+    direct_http1: bool,
     keepalive: KeepAlive,
     /// This endpoint's idle HTTP/1.1 connections, in its pool's set.
     idle: IdleKey,
@@ -106,7 +112,9 @@ pub struct Upstream {
 impl Conn {
     pub fn reused(&self) -> bool {
         match self {
-            Conn::Http1 { reused, .. } | Conn::Http2 { reused, .. } => *reused,
+            Conn::Http1 { reused, .. }
+            | Conn::Http2 { reused, .. }
+            | Conn::Direct { reused, .. } => *reused,
         }
     }
 }
@@ -139,6 +147,7 @@ impl Upstream {
         Self {
             addr,
             http2: AtomicBool::new(http2),
+            direct_http1: false,
             keepalive,
             idle: idle.key(),
             h2: ConnectionSet::default(),
@@ -146,6 +155,12 @@ impl Upstream {
             close_all: OnceLock::new(),
             open: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// Send HTTP/1.1 on connections of the sidecar's own (`--http1-engine fast`).
+    pub fn with_direct_http1(mut self, direct: bool) -> Self {
+        self.direct_http1 = direct;
+        self
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -187,14 +202,28 @@ impl Upstream {
             }
             return Box::pin(self.open_http2(connect_timeout)).await;
         }
-        if let Some(tx) = self
+        match self
             .idle
             .checkout(connect_timeout.min(http1_idle::READY_WAIT))
             .await
         {
-            return Ok(Conn::Http1 { tx, reused: true });
+            Some(IdleConn::Hyper(tx)) => return Ok(Conn::Http1 { tx, reused: true }),
+            Some(IdleConn::Direct(conn)) => return Ok(Conn::Direct { conn, reused: true }),
+            None => {}
+        }
+        if self.direct_http1 {
+            return Box::pin(self.open_direct(connect_timeout)).await;
         }
         Box::pin(self.open_http1(connect_timeout)).await
+    }
+
+    async fn open_direct(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
+        let io = self.connect(connect_timeout).await?.into_inner();
+        let open = OpenGuard::new(self.open.clone());
+        Ok(Conn::Direct {
+            conn: DirectConn::new(io, self.close_token(), open),
+            reused: false,
+        })
     }
 
     async fn open_http2(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
@@ -297,10 +326,18 @@ impl Upstream {
         match release {
             Release::Http1(tx) => {
                 if !self.draining.load(Ordering::Acquire) {
-                    self.idle.put(tx, Instant::now());
+                    self.idle.put(IdleConn::Hyper(tx), Instant::now());
                 }
             }
             Release::Http2(slot) => drop(slot),
+            Release::Direct(slot) => {
+                let conn = slot.lock().take();
+                if let Some(conn) = conn
+                    && !self.draining.load(Ordering::Acquire)
+                {
+                    self.idle.put(IdleConn::Direct(conn), Instant::now());
+                }
+            }
         }
     }
 

@@ -14,8 +14,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use rollcall_dataplane::health::machine::State;
-use rollcall_dataplane::pool::Tuning;
 use rollcall_dataplane::pool::{EndpointView, PoolView};
+use rollcall_dataplane::pool::{Http1Engine, Tuning};
 use rollcall_dataplane::sidecar::{self, Options, RunOptions, Sidecar};
 use tempfile::TempDir;
 
@@ -52,12 +52,19 @@ impl Harness {
     /// Start a sidecar with `yaml` as its config file and these run options. The HTTP/1
     /// engine is `ROLLCALL_HTTP1_ENGINE`'s when it is set, so one suite runs on either.
     pub async fn start_run(yaml: &str, mut run: RunOptions) -> Self {
-        if let Ok(engine) = std::env::var("ROLLCALL_HTTP1_ENGINE") {
-            run.tuning.http1_engine = engine
-                .parse()
-                .expect("ROLLCALL_HTTP1_ENGINE: fast or hyper");
+        if std::env::var_os("ROLLCALL_HTTP1_ENGINE").is_some() {
+            run.tuning.http1_engine = Self::engine_under_test();
         }
         Self::start_exactly(yaml, run).await
+    }
+
+    /// The HTTP/1 engine `start_run` gives a sidecar (`ROLLCALL_HTTP1_ENGINE`, else the default).
+    pub fn engine_under_test() -> Http1Engine {
+        std::env::var("ROLLCALL_HTTP1_ENGINE").map_or(Http1Engine::default(), |engine| {
+            engine
+                .parse()
+                .expect("ROLLCALL_HTTP1_ENGINE: fast or hyper")
+        })
     }
 
     /// Start a sidecar with `yaml` as its config file and exactly these run options.
