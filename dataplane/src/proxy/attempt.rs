@@ -16,7 +16,8 @@ use super::request::{Target, build_request};
 use crate::outcome::Outcome;
 use crate::pool::Endpoint;
 use crate::retry::Clock;
-use crate::upstream::{self, Conn, ConnectError, EndpointBody, Release, SendError};
+use crate::upstream::{self, Conn, ConnectError, EndpointBody, Release, SendError, plain_head};
+use futures_util::future::Either;
 
 /// The request as every try sends it.
 pub(super) struct Outgoing<'a> {
@@ -130,15 +131,33 @@ async fn attempt(
         .then(|| clock.window(started).ends())
         .flatten()
         .map(|(at, _)| at.saturating_duration_since(Instant::now()));
-    let request = build_request(
-        outgoing.parts,
-        outgoing.target,
-        request_body,
-        http2,
-        grpc_left,
-    );
     progress.sending();
-    let sending = upstream::send(conn, request);
+    // The sidecar's own connection writes a request that needs no framing edits straight from
+    // the parts (no copy of the field map per try); anything else is built as hyper takes it.
+    let plain = match &conn {
+        Conn::Direct { .. } if grpc_left.is_none() => plain_head(outgoing.parts, &request_body),
+        _ => None,
+    };
+    let sending = match (conn, plain) {
+        (Conn::Direct { conn, reused }, Some(plain)) => Either::Left(upstream::send_plain(
+            conn,
+            reused,
+            outgoing.parts,
+            outgoing.target.origin(),
+            request_body,
+            plain,
+        )),
+        (conn, _) => {
+            let request = build_request(
+                outgoing.parts,
+                outgoing.target,
+                request_body,
+                http2,
+                grpc_left,
+            );
+            Either::Right(upstream::send(conn, request))
+        }
+    };
     tokio::pin!(sending);
     loop {
         let ends = clock.window(started).ends();
@@ -215,9 +234,12 @@ fn classify(
                 Some((response, release)),
             )
         }
-        Err(SendError::NotSent { request, error }) => {
+        Err(SendError::NotSent {
+            body: unsent,
+            error,
+        }) => {
             // Nothing reached the endpoint: the body is whole again.
-            body.restore(request.into_body());
+            body.restore(unsent);
             tracing::debug!(endpoint = %endpoint.addr, %error, "pooled connection was dead before writing");
             (Outcome::DeadPooledConnection, error.to_string(), None)
         }

@@ -23,6 +23,11 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    /// The target in origin form, as an HTTP/1.1 endpoint is sent it.
+    pub(crate) fn origin(&self) -> &Uri {
+        &self.origin
+    }
+
     /// `Err` is why the request cannot be forwarded at all (the client's fault): a target that
     /// is not a path, or, for an HTTP/2 pool, a host that cannot be an authority. The absolute
     /// form is made only for an HTTP/2 pool (an HTTP/1.1 request never needs it).

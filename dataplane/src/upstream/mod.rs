@@ -30,11 +30,12 @@ mod http2_set;
 mod send;
 
 use direct::DirectConn;
+pub use direct::{PlainHead, plain_head};
 pub use http1_idle::{DEFAULT_MAX_IDLE_PER_POOL, IdleConnections};
 use http1_idle::{IdleConn, IdleKey};
 use http2_set::ConnectionSet;
 pub use http2_set::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, StreamSlot};
-pub use send::{EndpointBody, Release, SendError, send};
+pub use send::{EndpointBody, Release, SendError, send, send_plain};
 
 /// Any error a body can carry.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -12,7 +12,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 
-use super::direct::{self, ConnSlot, DirectBody};
+use super::direct::{self, ConnSlot, DirectBody, DirectConn, PlainHead};
 use super::{BoxError, Conn, ProxyBody, StreamSlot};
 
 /// What a response gives back to its endpoint once it has been read to the end.
@@ -27,10 +27,7 @@ pub enum Release {
 
 pub enum SendError {
     /// The connection refused the request before writing it; here it is back.
-    NotSent {
-        request: Box<Request<ProxyBody>>,
-        error: BoxError,
-    },
+    NotSent { body: ProxyBody, error: BoxError },
     /// The request was (or may have been) written. `malformed`: the endpoint's answer broke
     /// HTTP's rules (its protocol error, not a reset).
     Sent { error: BoxError, malformed: bool },
@@ -63,7 +60,7 @@ pub async fn send(
     };
     match error.take_message() {
         Some(request) => Err(SendError::NotSent {
-            request: Box::new(request),
+            body: request.into_body(),
             error: Box::new(error.into_error()),
         }),
         None => {
@@ -75,6 +72,21 @@ pub async fn send(
             })
         }
     }
+}
+
+/// Send a request the sidecar's own connection can write from the request path's parts
+/// ([`plain_head`](super::plain_head) said so), `uri` in origin form.
+pub async fn send_plain(
+    conn: DirectConn,
+    reused: bool,
+    parts: &http::request::Parts,
+    uri: &http::Uri,
+    body: ProxyBody,
+    plain: PlainHead,
+) -> Result<(Response<EndpointBody>, Release), SendError> {
+    direct::send_plain(conn, reused, parts, uri, body, plain)
+        .await
+        .map(|(response, release)| (response.map(EndpointBody::Direct), release))
 }
 
 impl Body for EndpointBody {

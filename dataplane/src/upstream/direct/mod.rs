@@ -28,7 +28,8 @@ use tokio::net::TcpStream;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 pub use self::body::DirectBody;
-use self::request_head::write_request_head;
+pub use self::request_head::{PlainHead, plain_head};
+use self::request_head::{write_plain_head, write_request_head};
 use super::{BoxError, OpenGuard, ProxyBody, Release, SendError};
 use crate::h1::head::{Field, HeadError, MAX_HEAD_BYTES, ResponseHead, parse_response};
 use crate::h1::read::{READ_CHUNK, make_room};
@@ -143,16 +144,52 @@ pub(super) async fn send(
     request: Request<ProxyBody>,
     reused: bool,
 ) -> Result<(Response<DirectBody>, Release), SendError> {
+    let (mut parts, body) = request.into_parts();
+    let (mut inner, body) = usable(conn, reused, body)?;
+    let framing = write_request_head(&mut parts, &body, &mut inner.out);
+    exchange(inner, body, framing, &parts.method).await
+}
+
+/// Send a request whose head needs none of hyper's framing edits ([`PlainHead`]) straight from
+/// the request path's parts, with no copy of its field map: `uri` in origin form.
+pub(super) async fn send_plain(
+    conn: DirectConn,
+    reused: bool,
+    parts: &http::request::Parts,
+    uri: &http::Uri,
+    body: ProxyBody,
+    plain: PlainHead,
+) -> Result<(Response<DirectBody>, Release), SendError> {
+    let (mut inner, body) = usable(conn, reused, body)?;
+    let framing = write_plain_head(parts, uri, plain, &mut inner.out);
+    exchange(inner, body, framing, &parts.method).await
+}
+
+/// The connection, its write buffer emptied for a request with `body`; a pooled one the
+/// endpoint closed gives the body back unsent.
+fn usable(
+    conn: DirectConn,
+    reused: bool,
+    body: ProxyBody,
+) -> Result<(Box<Inner>, ProxyBody), SendError> {
     if reused && !conn.is_usable() {
         return Err(SendError::NotSent {
-            request: Box::new(request),
+            body,
             error: "the pooled connection was closed by the endpoint".into(),
         });
     }
     let mut inner = conn.0;
-    let (mut parts, body) = request.into_parts();
     inner.out.clear();
-    let framing = write_request_head(&mut parts, &body, &mut inner.out);
+    Ok((inner, body))
+}
+
+/// With the head in `out`: the body after it, framed as `framing` says, and the answer's head.
+async fn exchange(
+    mut inner: Box<Inner>,
+    body: ProxyBody,
+    framing: Framing,
+    method: &Method,
+) -> Result<(Response<DirectBody>, Release), SendError> {
     let trailers = match &framing {
         Framing::Chunked(names) => names.clone(),
         _ => None,
@@ -161,9 +198,8 @@ pub(super) async fn send(
         writer: BodyWriter::new(&framing, trailers),
         body,
     });
-    let method = parts.method;
-    let head = std::future::poll_fn(|cx| read_head(&mut inner, &method, cx)).await?;
-    Ok(answer(inner, head, &method))
+    let head = std::future::poll_fn(|cx| read_head(&mut inner, method, cx)).await?;
+    Ok(answer(inner, head, method))
 }
 
 /// Drive the upload and read until the answer's head is whole in the buffer (interim answers

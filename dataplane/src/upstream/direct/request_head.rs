@@ -13,7 +13,7 @@ use std::io::Write;
 use bytes::BytesMut;
 use http::header::{self, Entry, HeaderValue};
 use http::request::Parts;
-use http::{HeaderMap, HeaderName, Method, Version};
+use http::{HeaderMap, HeaderName, Method, Uri, Version};
 use http_body::Body;
 
 use crate::h1::head::{digits, last_token_is};
@@ -28,11 +28,86 @@ pub(super) fn write_request_head(
     out: &mut Vec<u8>,
 ) -> Framing {
     let framing = settle_framing(parts, body);
+    write_head(parts, &parts.uri, parts.version, None, out);
+    framing
+}
+
+/// A request whose framing fields hyper's client would leave as they are (or only add a
+/// `Content-Length` to, at the end): its head can be written from the request path's own parts,
+/// with no copy of the field map to edit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlainHead {
+    /// The body's length (zero: no body goes).
+    length: u64,
+    /// Whether `Content-Length` is added after the fields.
+    add_length: bool,
+}
+
+/// Whether the HTTP/1.1 request `parts` with `body` is plain: what `build_request` and hyper's
+/// `set_length` would do to it changes no field but, at most, appends `Content-Length`. `None`:
+/// it needs the edits (a `Transfer-Encoding`, a chunked or dropped body, an invalid length).
+pub fn plain_head(parts: &Parts, body: &ProxyBody) -> Option<PlainHead> {
+    let headers = &parts.headers;
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        return None;
+    }
+    if body.is_end_stream() {
+        return Some(PlainHead {
+            length: 0,
+            add_length: false,
+        });
+    }
+    // A body of unknown length is one `build_request` may mark chunked: not plain.
+    match (content_length(headers), body.size_hint().exact()) {
+        (_, None) => None,
+        (Some(length), Some(_)) => Some(PlainHead {
+            length,
+            add_length: false,
+        }),
+        (None, Some(length)) if !headers.contains_key(header::CONTENT_LENGTH) => Some(PlainHead {
+            length,
+            add_length: true,
+        }),
+        _ => None,
+    }
+}
+
+/// Append the head of a plain request to `out`: `uri` (origin form) on HTTP/1.1, as
+/// `build_request` and hyper's client would write it.
+pub(super) fn write_plain_head(
+    parts: &Parts,
+    uri: &Uri,
+    plain: PlainHead,
+    out: &mut Vec<u8>,
+) -> Framing {
+    let added = plain.add_length.then_some(plain.length);
+    write_head(parts, uri, Version::HTTP_11, added, out);
+    length(plain.length)
+}
+
+/// The request line, the fields in the map's order (names lower-case), `Content-Length` after
+/// them when one is added, and the empty line.
+fn write_head(
+    parts: &Parts,
+    uri: &Uri,
+    version: Version,
+    add_length: Option<u64>,
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(parts.method.as_str().as_bytes());
     out.push(b' ');
-    // `Uri`'s own rendering, as hyper writes it.
-    let _ = write!(out, "{} ", parts.uri);
-    out.extend_from_slice(if parts.version == Version::HTTP_10 {
+    match uri.path_and_query() {
+        // Origin form: what `Uri`'s rendering writes, without the formatter.
+        Some(target) if uri.scheme().is_none() && uri.authority().is_none() => {
+            out.extend_from_slice(target.as_str().as_bytes());
+            out.push(b' ');
+        }
+        // `Uri`'s own rendering, as hyper writes it.
+        _ => {
+            let _ = write!(out, "{uri} ");
+        }
+    }
+    out.extend_from_slice(if version == Version::HTTP_10 {
         b"HTTP/1.0\r\n"
     } else {
         b"HTTP/1.1\r\n"
@@ -43,8 +118,12 @@ pub(super) fn write_request_head(
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    if let Some(len) = add_length {
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
     out.extend_from_slice(b"\r\n");
-    framing
 }
 
 /// hyper's `Client::set_length`: the framing fields of `parts` made to agree with the body.
