@@ -11,7 +11,7 @@ use rollcall_api::proto::v1 as pb;
 type Target = fn(&[u8]) -> bool;
 
 /// The fuzz targets, as `fuzz/fuzz_targets/<name>.rs` names them, and what each calls.
-const TARGETS: [(&str, Target); 7] = [
+const TARGETS: [(&str, Target); 8] = [
     ("policy", rollcall_api::fuzzing::policy),
     ("inbound", rollcall_api::fuzzing::inbound),
     ("report", rollcall_controller::fuzzing::report),
@@ -19,6 +19,10 @@ const TARGETS: [(&str, Target); 7] = [
     ("roster_stream", rollcall_dataplane::fuzzing::roster_stream),
     ("config_file", rollcall_dataplane::fuzzing::config_file),
     ("h1_wire", rollcall_dataplane::h1::fuzzing::wire),
+    (
+        "h1_connection",
+        rollcall_dataplane::h1::fuzzing::connection::connection,
+    ),
 ];
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -113,6 +117,16 @@ fn seeds(target: &str) -> Vec<(&'static str, Vec<u8>)> {
             .iter()
             .map(|(name, side, bytes)| (*name, [&[*side][..], bytes.as_bytes()].concat()))
             .collect(),
+        "h1_connection" => H1_CONNECTION
+            .iter()
+            .map(|(name, answer, client)| {
+                let length = (answer.len() as u16).to_be_bytes();
+                (
+                    *name,
+                    [&length[..], answer.as_bytes(), client.as_bytes()].concat(),
+                )
+            })
+            .collect(),
         other => panic!("no seeds for {other}"),
     }
 }
@@ -143,6 +157,40 @@ const H1_WIRE: [(&str, u8, &str); 5] = [
         "head-response",
         3,
         "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
+    ),
+];
+
+/// An endpoint's answer and a client's bytes, for a whole connection through the fast engine.
+const H1_CONNECTION: [(&str, &str, &str); 6] = [
+    (
+        "keep-alive-pipelined",
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        "GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /c HTTP/1.0\r\n\r\n",
+    ),
+    (
+        "chunked-both-ways",
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntrailer: x-t\r\n\r\n3;e=1\r\nabc\r\n0\r\nx-t: 1\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nTE: trailers\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nX-T: 1\r\n\r\n",
+    ),
+    (
+        "interim-then-until-close",
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\nuntil the close",
+        "PUT /u HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
+    ),
+    (
+        "smuggling-shapes",
+        "HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+    ),
+    (
+        "answer-cut-short",
+        "HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npart",
+        "HEAD / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    ),
+    (
+        "upgrade",
+        "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
+        "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\ntunnel bytes",
     ),
 ];
 

@@ -15,6 +15,7 @@ use super::body::{BodyError, Decoder};
 use super::head::{Field, parse_request, parse_response};
 
 pub mod answer;
+pub mod connection;
 mod forwarded;
 pub mod sent;
 
