@@ -66,9 +66,14 @@ pub fn write_response_head(
         .any(|f| buf[f.name.clone()].eq_ignore_ascii_case(b"transfer-encoding"));
     let mut said_length = false;
     let mut said_date = false;
-    for field in next_hop.forwarded() {
+    // As hyper's field map writes them: a name's fields together, where the name first came,
+    // the name in lower case.
+    for (at, field) in fields.iter().enumerate() {
         let name = &buf[field.name.clone()];
-        let value = &buf[field.value.clone()];
+        if !next_hop.forwards(name) || fields[..at].iter().any(|f| same_name(buf, f, name)) {
+            continue;
+        }
+        let group = fields[at..].iter().filter(|f| same_name(buf, f, name));
         if name.eq_ignore_ascii_case(b"content-length") {
             // The answer to HEAD says the length of what GET would get, as the endpoint said
             // it, whatever the status; otherwise only a body with a length says one. Once
@@ -77,31 +82,28 @@ pub fn write_response_head(
             let says_length =
                 !coded && (head_request || matches!(head.body, BodyLength::Length(_)));
             if says_length && !said_length {
-                write_field(out, b"content-length", value);
+                write_field(out, b"content-length", &buf[field.value.clone()]);
                 said_length = true;
             }
             continue;
         }
         if name.eq_ignore_ascii_case(b"trailer") {
-            continue; // below, on one line
+            // Every `Trailer` value on one line, where a chunked body could carry trailers.
+            if may_chunk {
+                out.extend_from_slice(b"trailer: ");
+                for (i, trailer) in group.enumerate() {
+                    if i > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    out.extend_from_slice(&buf[trailer.value.clone()]);
+                }
+                out.extend_from_slice(b"\r\n");
+            }
+            continue;
         }
         said_date |= name.eq_ignore_ascii_case(b"date");
-        write_field(out, name, value);
-    }
-    if may_chunk {
-        // Every `Trailer` value on one line, where a chunked body could carry trailers.
-        let mut trailer_values = next_hop
-            .forwarded()
-            .filter(|f| buf[f.name.clone()].eq_ignore_ascii_case(b"trailer"))
-            .map(|f| &buf[f.value.clone()]);
-        if let Some(first) = trailer_values.next() {
-            out.extend_from_slice(b"trailer: ");
-            out.extend_from_slice(first);
-            for value in trailer_values {
-                out.extend_from_slice(b", ");
-                out.extend_from_slice(value);
-            }
-            out.extend_from_slice(b"\r\n");
+        for same in group {
+            write_field(out, name, &buf[same.value.clone()]);
         }
     }
     if next_hop.te_trailers {
@@ -136,8 +138,16 @@ fn status_digits(status: u16) -> [u8; 3] {
     [digit(status / 100), digit(status / 10), digit(status)]
 }
 
+/// Whether `field`'s name is `name`, in any case.
+fn same_name(buf: &[u8], field: &Field, name: &[u8]) -> bool {
+    field.name.len() == name.len() && buf[field.name.clone()].eq_ignore_ascii_case(name)
+}
+
+/// A field's line, its name in lower case as hyper writes names.
 fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    let at = out.len();
     out.extend_from_slice(name);
+    out[at..].make_ascii_lowercase();
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");

@@ -204,6 +204,13 @@ fn both_engines_write_the_same_head_to_the_client() {
             "{method} closing={closing} {answer:?}"
         );
         assert_eq!(how, *outgoing, "{method} {answer:?}");
+        // The codec's head is what the fast engine writes for an answer kept raw
+        // (`upstream::RawAnswer`): byte for byte too.
+        assert_eq!(
+            undated(&head, dated),
+            undated(&hypers, dated),
+            "codec, byte for byte: {method} closing={closing} {answer:?}"
+        );
         // The fast engine's own writer (typed, `proxy::fast::response_head`), byte for byte
         // once the date is set aside: it writes what hyper's server writes, in its order.
         let fast =

@@ -31,6 +31,11 @@ pub(super) struct Outgoing<'a> {
     /// How long a streamed upload may sit untaken by the endpoint (the request-body idle
     /// timeout, applied to the other side).
     pub upload_idle: Duration,
+    /// The client's connection writes an answer's head itself from the endpoint's bytes (the
+    /// fast engine's, to an HTTP/1.1 client) and nothing on the way reads the answer's fields
+    /// (not a gRPC call): an answer on the sidecar's own connection may come without a field
+    /// map (`upstream::RawAnswer`).
+    pub raw_answer: bool,
 }
 
 /// How one try went.
@@ -146,6 +151,7 @@ async fn attempt(
             outgoing.target.origin(),
             request_body,
             plain,
+            outgoing.raw_answer,
         )),
         (conn, _) => {
             let request = build_request(

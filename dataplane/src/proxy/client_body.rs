@@ -63,6 +63,10 @@ pub(super) trait ArrivingBody:
     fn whole(&mut self) -> Option<Bytes> {
         None
     }
+
+    /// The engine writes an HTTP/1.1 client's answer head itself from the endpoint's bytes
+    /// (`upstream::RawAnswer`), so an answer need not be typed for it.
+    const RAW_ANSWERS: bool = false;
 }
 
 impl ArrivingBody for Incoming {}

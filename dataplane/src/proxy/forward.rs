@@ -212,6 +212,7 @@ async fn answer_request<B: ArrivingBody>(
         grpc_call,
         connect_timeout: settings.connect_timeout,
         upload_idle: idle,
+        raw_answer: B::RAW_ANSWERS && parts.version == http::Version::HTTP_11 && !grpc_call,
     };
     let mut kept: Option<Kept> = None;
     let mut detail = String::new();

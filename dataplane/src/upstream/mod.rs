@@ -30,7 +30,7 @@ mod http2_set;
 mod send;
 
 use direct::DirectConn;
-pub use direct::{PlainHead, plain_head};
+pub use direct::{PlainHead, RawAnswer, plain_head};
 pub use http1_idle::{DEFAULT_MAX_IDLE_PER_POOL, IdleConnections};
 use http1_idle::{IdleConn, IdleKey};
 use http2_set::ConnectionSet;

@@ -75,7 +75,8 @@ pub async fn send(
 }
 
 /// Send a request the sidecar's own connection can write from the request path's parts
-/// ([`plain_head`](super::plain_head) said so), `uri` in origin form.
+/// ([`plain_head`](super::plain_head) said so), `uri` in origin form; `raw`: the answer may
+/// come as a [`RawAnswer`](super::RawAnswer), with no field map.
 pub async fn send_plain(
     conn: DirectConn,
     reused: bool,
@@ -83,8 +84,9 @@ pub async fn send_plain(
     uri: &http::Uri,
     body: ProxyBody,
     plain: PlainHead,
+    raw: bool,
 ) -> Result<(Response<EndpointBody>, Release), SendError> {
-    direct::send_plain(conn, reused, parts, uri, body, plain)
+    direct::send_plain(conn, reused, parts, uri, body, plain, raw)
         .await
         .map(|(response, release)| (response.map(EndpointBody::Direct), release))
 }

@@ -24,6 +24,11 @@ thread_local! {
 
 /// Append now's date to `out`.
 pub(super) fn extend(out: &mut Vec<u8>) {
+    out.extend_from_slice(&now());
+}
+
+/// Now's date.
+pub(super) fn now() -> [u8; DATE_LEN] {
     let now = SystemTime::now();
     let second = now
         .duration_since(UNIX_EPOCH)
@@ -37,6 +42,6 @@ pub(super) fn extend(out: &mut Vec<u8>) {
             cached.value = value;
             cached.second = second;
         }
-        out.extend_from_slice(&cached.value);
-    });
+        cached.value
+    })
 }

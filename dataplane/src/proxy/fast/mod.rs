@@ -40,7 +40,7 @@ use self::answer_body::write_answer;
 use self::prefixed::Prefixed;
 pub(crate) use self::request_body::FastBody;
 use self::request_body::{Continue, READ_CHUNK, ReadSide, ReadSlot, make_room};
-use self::response_head::{BodySize, Framing, write_head};
+use self::response_head::{BodySize, Framing, write_head, write_raw_head};
 use super::forward::forward_request;
 use super::server::{Connection, serve_with_hyper};
 use crate::h1::body::Decoder;
@@ -49,6 +49,7 @@ use crate::h1::head::{
     BodyLength, Field, HeadError, MAX_HEAD_BYTES, RequestHead, may_end_head, parse_request,
 };
 use crate::pool::Http1Handoff;
+use crate::upstream::RawAnswer;
 
 /// A head must arrive whole within this long of the connection waiting for it (hyper's
 /// HTTP/1 header read timeout).
@@ -173,18 +174,20 @@ async fn next_head(
         }
         let idle = read.buf.is_empty();
         make_room(&mut read.buf);
+        // The read first: bytes that arrived are taken without asking the stop, the cut and
+        // the clock (each a lock or a timer) first; they are asked whenever the read waits.
         tokio::select! {
             biased;
+            got = tokio_util::io::read_buf(&mut read.io, &mut read.buf) => match got {
+                Ok(0) | Err(_) => return Next::Closed,
+                Ok(_) => {}
+            },
             () = cut.as_mut() => return Next::Closed,
             () = stop.as_mut(), if idle => return Next::Closed,
             () = tokio::time::sleep_until(deadline) => {
                 tracing::debug!(client = %connection.peer, "no whole request head within 30s: closing");
                 return Next::Closed;
             }
-            got = tokio_util::io::read_buf(&mut read.io, &mut read.buf) => match got {
-                Ok(0) | Err(_) => return Next::Closed,
-                Ok(_) => {}
-            },
         }
     }
 }
@@ -265,30 +268,40 @@ impl Served {
         }
         let keep_alive = head.keep_alive && !stopping;
         let (mut parts, body) = response.into_parts();
-        let size = BodySize::of(&body);
         self.out.clear();
-        let (framing, last) = match write_head(
-            &mut parts,
-            size,
-            &head.method,
-            keep_alive,
-            !head.http11,
-            &mut self.out,
-        ) {
-            Ok(written) => written,
-            Err(refused) => {
-                tracing::debug!(why = refused.0, "answer not written: closing");
-                return false;
-            }
+        // An endpoint's answer kept as it arrived (an HTTP/1.1 client's, on the sidecar's own
+        // endpoint connection) is written from its bytes; any other from its typed fields.
+        let raw = if head.http11 {
+            parts.extensions.remove::<RawAnswer>()
+        } else {
+            None
+        };
+        let (framing, last) = match raw {
+            Some(raw) => write_raw_head(&raw, &head.method, keep_alive, &mut self.out),
+            None => match write_head(
+                &mut parts,
+                BodySize::of(&body),
+                &head.method,
+                keep_alive,
+                !head.http11,
+                &mut self.out,
+            ) {
+                Ok(written) => written,
+                Err(refused) => {
+                    tracing::debug!(why = refused.0, "answer not written: closing");
+                    return false;
+                }
+            },
         };
         let trailers_sent = match &framing {
             Framing::Chunked(Some(names)) if trailers_accepted => Some(names.as_slice()),
             _ => None,
         };
+        // The write first: an answer written at once never asks the cut (a lock).
         let written = tokio::select! {
             biased;
-            () = self.cut.as_mut() => return false,
             written = write_answer(&mut self.write, &mut self.out, body, &framing, trailers_sent) => written,
+            () = self.cut.as_mut() => return false,
         };
         if let Err(why) = written {
             tracing::debug!(client = %connection.peer, why, "answer cut: closing");

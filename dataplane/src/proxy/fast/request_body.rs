@@ -133,6 +133,8 @@ impl ArrivingBody for FastBody {
     fn whole(&mut self) -> Option<Bytes> {
         self.take_whole()
     }
+
+    const RAW_ANSWERS: bool = true;
 }
 
 impl Body for FastBody {

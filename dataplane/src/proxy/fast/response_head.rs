@@ -13,7 +13,9 @@ use http::response::Parts;
 use http::{HeaderName, Method, StatusCode, Version};
 
 use crate::h1::head::{digits, last_token_is, list_has};
+use crate::h1::respond::{Outgoing, write_response_head};
 pub(crate) use crate::h1::write::Framing;
+use crate::upstream::RawAnswer;
 
 /// What the answer's body says of its length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -321,4 +323,47 @@ fn close_line(out: &mut Vec<u8>, add_chunked: bool) {
 
 fn connection_close(value: &HeaderValue) -> bool {
     list_has(value.as_bytes(), b"close")
+}
+
+/// Append the head for an endpoint's answer kept as it arrived (`RawAnswer`) to `out`, as
+/// `crate::h1::respond` writes it (the same bytes as the typed path, held so by its tests), for
+/// an HTTP/1.1 client. `keep_alive`: the connection may take another request after this answer.
+/// Returns how the body goes, and whether the connection ends after it.
+pub(crate) fn write_raw_head(
+    raw: &RawAnswer,
+    method: &Method,
+    keep_alive: bool,
+    out: &mut Vec<u8>,
+) -> (Framing, bool) {
+    let date = super::date::now();
+    let outgoing = write_response_head(
+        &raw.bytes,
+        &raw.head,
+        &raw.fields,
+        method,
+        !keep_alive,
+        &date,
+        out,
+    );
+    let framing = match outgoing {
+        Outgoing::Empty | Outgoing::Length(0) => Framing::Empty,
+        Outgoing::Length(n) => Framing::Length(n),
+        Outgoing::Chunked => Framing::Chunked(raw_trailer_names(raw)),
+        Outgoing::UntilClose => Framing::UntilClose,
+    };
+    let last = !keep_alive || framing == Framing::UntilClose;
+    (framing, last)
+}
+
+/// The names the answer's `Trailer` fields declare.
+fn raw_trailer_names(raw: &RawAnswer) -> Option<Vec<HeaderName>> {
+    let names: Vec<HeaderName> = raw
+        .fields
+        .iter()
+        .filter(|field| raw.bytes[field.name.clone()].eq_ignore_ascii_case(b"trailer"))
+        .filter_map(|field| std::str::from_utf8(&raw.bytes[field.value.clone()]).ok())
+        .flat_map(|listed| listed.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    (!names.is_empty()).then_some(names)
 }

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use super::{ConnSlot, DirectConn, Sending};
+use super::{CUT, ConnSlot, DirectConn, Sending};
 use crate::h1::body::Decoder;
 use crate::h1::head::BodyLength;
 use crate::h1::read::{Step, poll_body};
@@ -72,15 +72,19 @@ impl Body for DirectBody {
             return Poll::Ready(None);
         };
         let inner = &mut *conn.0;
-        if inner.poll_cut(cx) {
+        if inner.is_cut() {
             this.conn = None;
-            return Poll::Ready(Some(Err("the sidecar closed the connection".into())));
+            return Poll::Ready(Some(Err(CUT.into())));
         }
         if let Some(why) = inner.poll_upload(cx) {
             this.conn = None;
             return Poll::Ready(Some(Err(why.into())));
         }
         match poll_body(&mut inner.io, &mut inner.buf, &mut this.decoder, cx) {
+            Poll::Pending if inner.poll_cut(cx) => {
+                this.conn = None;
+                Poll::Ready(Some(Err(CUT.into())))
+            }
             Poll::Pending => Poll::Pending,
             Poll::Ready(Step::Frame(frame)) => Poll::Ready(Some(Ok(frame))),
             Poll::Ready(Step::Ended(last)) => {

@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
@@ -29,11 +29,26 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 pub use self::body::DirectBody;
 pub use self::request_head::{PlainHead, plain_head};
+
 use self::request_head::{write_plain_head, write_request_head};
 use super::{BoxError, OpenGuard, ProxyBody, Release, SendError};
 use crate::h1::head::{Field, HeadError, MAX_HEAD_BYTES, ResponseHead, parse_response};
 use crate::h1::read::{READ_CHUNK, make_room};
 use crate::h1::write::{BodyWriter, Framing, WriteError};
+
+/// An endpoint's answer head as it arrived, for a client connection that writes its own head
+/// from it (the fast engine's, `crate::h1::respond`): such an answer carries no field map, which
+/// is most of what reading an answer costs. Only asked for where nothing reads the answer's
+/// fields on the way (not a gRPC call).
+#[derive(Clone, Debug)]
+pub struct RawAnswer {
+    pub bytes: Bytes,
+    pub head: ResponseHead,
+    pub fields: Vec<Field>,
+}
+
+/// Why an exchange ended when the sidecar closed its connection.
+const CUT: &str = "the sidecar closed the connection";
 
 /// Where a finished answer leaves its connection for the endpoint to take back.
 pub type ConnSlot = Arc<Mutex<Option<DirectConn>>>;
@@ -52,7 +67,10 @@ struct Inner {
     /// The request's upload (kept here, in the connection's one allocation, not in each
     /// request's future and body).
     sending: Sending,
-    /// Fires when the endpoint's connections are closed (drain deadline, shutdown).
+    /// Fires when the endpoint's connections are closed (drain deadline, shutdown): read
+    /// (`is_cut`) at every poll, waited on (`poll_cut`) only when the connection has nothing
+    /// to do but wait, which keeps the waiter's lock off the busy path.
+    cut_token: CancellationToken,
     cut: Pin<Box<WaitForCancellationFutureOwned>>,
     _open: OpenGuard,
 }
@@ -83,6 +101,7 @@ impl DirectConn {
             out: Vec::with_capacity(READ_CHUNK),
             fields: Vec::with_capacity(32),
             sending: Sending::Done,
+            cut_token: cut.clone(),
             cut: Box::pin(cut.clone().cancelled_owned()),
             _open: open,
         }))
@@ -101,6 +120,11 @@ impl DirectConn {
 
 impl Inner {
     /// The connection was closed by the sidecar (drain deadline, shutdown).
+    fn is_cut(&self) -> bool {
+        self.cut_token.is_cancelled()
+    }
+
+    /// The same, and the task woken when it happens: for a poll about to return `Pending`.
     fn poll_cut(&mut self, cx: &mut Context<'_>) -> bool {
         self.cut.as_mut().poll(cx).is_ready()
     }
@@ -147,11 +171,12 @@ pub(super) async fn send(
     let (mut parts, body) = request.into_parts();
     let (mut inner, body) = usable(conn, reused, body)?;
     let framing = write_request_head(&mut parts, &body, &mut inner.out);
-    exchange(inner, body, framing, &parts.method).await
+    exchange(inner, body, framing, &parts.method, false).await
 }
 
 /// Send a request whose head needs none of hyper's framing edits ([`PlainHead`]) straight from
 /// the request path's parts, with no copy of its field map: `uri` in origin form.
+/// `raw`: the answer may come as a [`RawAnswer`] instead of a field map.
 pub(super) async fn send_plain(
     conn: DirectConn,
     reused: bool,
@@ -159,10 +184,11 @@ pub(super) async fn send_plain(
     uri: &http::Uri,
     body: ProxyBody,
     plain: PlainHead,
+    raw: bool,
 ) -> Result<(Response<DirectBody>, Release), SendError> {
     let (mut inner, body) = usable(conn, reused, body)?;
     let framing = write_plain_head(parts, uri, plain, &mut inner.out);
-    exchange(inner, body, framing, &parts.method).await
+    exchange(inner, body, framing, &parts.method, raw).await
 }
 
 /// The connection, its write buffer emptied for a request with `body`; a pooled one the
@@ -189,6 +215,7 @@ async fn exchange(
     body: ProxyBody,
     framing: Framing,
     method: &Method,
+    raw: bool,
 ) -> Result<(Response<DirectBody>, Release), SendError> {
     let trailers = match &framing {
         Framing::Chunked(names) => names.clone(),
@@ -199,7 +226,7 @@ async fn exchange(
         body,
     });
     let head = std::future::poll_fn(|cx| read_head(&mut inner, method, cx)).await?;
-    Ok(answer(inner, head, method))
+    Ok(answer(inner, head, method, raw))
 }
 
 /// Drive the upload and read until the answer's head is whole in the buffer (interim answers
@@ -209,8 +236,8 @@ fn read_head(
     method: &Method,
     cx: &mut Context<'_>,
 ) -> Poll<Result<ResponseHead, SendError>> {
-    if inner.poll_cut(cx) {
-        return Poll::Ready(Err(sent("the sidecar closed the connection", false)));
+    if inner.is_cut() {
+        return Poll::Ready(Err(sent(CUT, false)));
     }
     if let Some(why) = inner.poll_upload(cx) {
         return Poll::Ready(Err(sent(&why, false)));
@@ -230,6 +257,7 @@ fn read_head(
         }
         make_room(&mut inner.buf);
         match tokio_util::io::poll_read_buf(Pin::new(&mut inner.io), cx, &mut inner.buf) {
+            Poll::Pending if inner.poll_cut(cx) => return Poll::Ready(Err(sent(CUT, false))),
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Ok(0)) => {
                 let why = match &inner.sending {
@@ -256,6 +284,7 @@ fn answer(
     mut inner: Box<Inner>,
     head: ResponseHead,
     method: &Method,
+    raw: bool,
 ) -> (Response<DirectBody>, Release) {
     let head_bytes = inner.buf.split_to(head.len).freeze();
     let mut response = Response::new(());
@@ -265,6 +294,30 @@ fn answer(
     } else {
         Version::HTTP_10
     };
+    if raw && head.status >= 200 {
+        response.extensions_mut().insert(RawAnswer {
+            bytes: head_bytes,
+            head: head.clone(),
+            fields: inner.fields.clone(),
+        });
+    } else {
+        type_fields(&mut response, &head, &head_bytes, &inner.fields);
+    }
+    // A switch of protocols on this connection ends it for HTTP (this path never asks for one).
+    let keep_alive = head.keep_alive && head.status != 101 && *method != Method::CONNECT;
+    let slot: ConnSlot = Arc::new(Mutex::new(None));
+    let body = DirectBody::new(DirectConn(inner), head.body, keep_alive, Arc::clone(&slot));
+    let (parts, ()) = response.into_parts();
+    (Response::from_parts(parts, body), Release::Direct(slot))
+}
+
+/// The answer's reason phrase (when not the canonical one) and fields, typed.
+fn type_fields(
+    response: &mut Response<()>,
+    head: &ResponseHead,
+    head_bytes: &Bytes,
+    fields: &[Field],
+) {
     let reason = &head_bytes[head.reason.clone()];
     if response.status().canonical_reason().map(str::as_bytes) != Some(reason)
         && let Ok(reason) =
@@ -272,8 +325,8 @@ fn answer(
     {
         response.extensions_mut().insert(reason);
     }
-    let mut headers = HeaderMap::with_capacity(inner.fields.len());
-    for field in &inner.fields {
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    for field in fields {
         // The head parser has checked every name and value already.
         if let (Ok(name), Ok(value)) = (
             HeaderName::from_bytes(&head_bytes[field.name.clone()]),
@@ -283,12 +336,6 @@ fn answer(
         }
     }
     *response.headers_mut() = headers;
-    // A switch of protocols on this connection ends it for HTTP (this path never asks for one).
-    let keep_alive = head.keep_alive && head.status != 101 && *method != Method::CONNECT;
-    let slot: ConnSlot = Arc::new(Mutex::new(None));
-    let body = DirectBody::new(DirectConn(inner), head.body, keep_alive, Arc::clone(&slot));
-    let (parts, ()) = response.into_parts();
-    (Response::from_parts(parts, body), Release::Direct(slot))
 }
 
 fn sent(why: &str, malformed: bool) -> SendError {
