@@ -14,7 +14,7 @@
 
 use http::Method;
 
-use super::head::{BodyLength, Field, ResponseHead};
+use super::head::{BodyLength, Field, MAX_FIELDS, ResponseHead};
 use super::rewrite::NextHop;
 
 /// How the body that follows the head goes to the client.
@@ -59,54 +59,73 @@ pub fn write_response_head(
     out.extend_from_slice(&buf[head.reason.clone()]);
     out.extend_from_slice(b"\r\n");
 
-    let next_hop = NextHop::survey(buf, fields);
+    // Each name told apart once; the full survey of what `Connection` names (and `TE`) only
+    // when there is something to survey: a `Connection` that says more than `keep-alive`, or
+    // a `TE`.
+    let mut names = [Name::Other; MAX_FIELDS];
+    let mut survey = false;
+    for (name, field) in names.iter_mut().zip(fields) {
+        *name = Name::of(&buf[field.name.clone()]);
+        survey |= match name {
+            Name::Connection => !buf[field.value.clone()].eq_ignore_ascii_case(b"keep-alive"),
+            Name::Te => true,
+            _ => false,
+        };
+    }
+    let names = &names[..fields.len().min(MAX_FIELDS)];
+    let next_hop = survey.then(|| NextHop::survey(buf, fields));
     // A `Content-Length` that `Transfer-Encoding` overrides is not passed on (RFC 9112 §6.3).
-    let coded = fields
-        .iter()
-        .any(|f| buf[f.name.clone()].eq_ignore_ascii_case(b"transfer-encoding"));
+    let coded = names.contains(&Name::TransferEncoding);
     let mut said_length = false;
     let mut said_date = false;
     // As hyper's field map writes them: a name's fields together, where the name first came,
     // the name in lower case.
-    for (at, field) in fields.iter().enumerate() {
+    for (at, (field, kind)) in fields.iter().zip(names).enumerate() {
         let name = &buf[field.name.clone()];
-        if !next_hop.forwards(name) || fields[..at].iter().any(|f| same_name(buf, f, name)) {
+        let forwarded = kind.forwarded()
+            && next_hop
+                .as_ref()
+                .is_none_or(|next_hop| next_hop.forwards(name));
+        if !forwarded || fields[..at].iter().any(|f| same_name(buf, f, name)) {
             continue;
         }
-        let group = fields[at..].iter().filter(|f| same_name(buf, f, name));
-        if name.eq_ignore_ascii_case(b"content-length") {
-            // The answer to HEAD says the length of what GET would get, as the endpoint said
-            // it, whatever the status; otherwise only a body with a length says one. Once
-            // either way: hyper's server drops the connection instead of answering HEAD when
-            // the endpoint repeated the field (the parser has refused differing values).
-            let says_length =
-                !coded && (head_request || matches!(head.body, BodyLength::Length(_)));
-            if says_length && !said_length {
-                write_field(out, b"content-length", &buf[field.value.clone()]);
-                said_length = true;
-            }
-            continue;
-        }
-        if name.eq_ignore_ascii_case(b"trailer") {
-            // Every `Trailer` value on one line, where a chunked body could carry trailers.
-            if may_chunk {
-                out.extend_from_slice(b"trailer: ");
-                for (i, trailer) in group.enumerate() {
-                    if i > 0 {
-                        out.extend_from_slice(b", ");
-                    }
-                    out.extend_from_slice(&buf[trailer.value.clone()]);
+        let later = fields[at + 1..].iter().filter(|f| same_name(buf, f, name));
+        match kind {
+            Name::ContentLength => {
+                // The answer to HEAD says the length of what GET would get, as the endpoint
+                // said it, whatever the status; otherwise only a body with a length says one.
+                // Once either way: hyper's server drops the connection instead of answering
+                // HEAD when the endpoint repeated the field (the parser has refused differing
+                // values).
+                let says_length =
+                    !coded && (head_request || matches!(head.body, BodyLength::Length(_)));
+                if says_length && !said_length {
+                    write_field(out, b"content-length", &buf[field.value.clone()]);
+                    said_length = true;
                 }
-                out.extend_from_slice(b"\r\n");
             }
-            continue;
-        }
-        said_date |= name.eq_ignore_ascii_case(b"date");
-        for same in group {
-            write_field(out, name, &buf[same.value.clone()]);
+            Name::Trailer => {
+                // Every `Trailer` value on one line, where a chunked body could carry trailers.
+                if may_chunk {
+                    out.extend_from_slice(b"trailer: ");
+                    out.extend_from_slice(&buf[field.value.clone()]);
+                    for trailer in later {
+                        out.extend_from_slice(b", ");
+                        out.extend_from_slice(&buf[trailer.value.clone()]);
+                    }
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+            _ => {
+                said_date |= *kind == Name::Date;
+                write_field(out, name, &buf[field.value.clone()]);
+                for same in later {
+                    write_field(out, name, &buf[same.value.clone()]);
+                }
+            }
         }
     }
-    if next_hop.te_trailers {
+    if next_hop.is_some_and(|next_hop| next_hop.te_trailers) {
         write_field(out, b"te", b"trailers");
     }
     if closing {
@@ -138,6 +157,47 @@ fn status_digits(status: u16) -> [u8; 3] {
     [digit(status / 100), digit(status / 10), digit(status)]
 }
 
+/// A field name this writer treats apart from the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Name {
+    Other,
+    Date,
+    ContentLength,
+    Trailer,
+    TransferEncoding,
+    Connection,
+    Te,
+    /// `Keep-Alive`, `Proxy-Connection`, `Upgrade`: hop-by-hop, nothing more.
+    HopByHop,
+}
+
+impl Name {
+    /// Told apart by length first, so most names cost one comparison of lengths.
+    fn of(name: &[u8]) -> Self {
+        let is = |wanted: &[u8]| name.eq_ignore_ascii_case(wanted);
+        match name.len() {
+            2 if is(b"te") => Name::Te,
+            4 if is(b"date") => Name::Date,
+            7 if is(b"trailer") => Name::Trailer,
+            7 if is(b"upgrade") => Name::HopByHop,
+            10 if is(b"connection") => Name::Connection,
+            10 if is(b"keep-alive") => Name::HopByHop,
+            14 if is(b"content-length") => Name::ContentLength,
+            16 if is(b"proxy-connection") => Name::HopByHop,
+            17 if is(b"transfer-encoding") => Name::TransferEncoding,
+            _ => Name::Other,
+        }
+    }
+
+    /// Not a hop-by-hop field (`super::rewrite`'s list: these are its six).
+    fn forwarded(self) -> bool {
+        !matches!(
+            self,
+            Name::Connection | Name::Te | Name::TransferEncoding | Name::HopByHop
+        )
+    }
+}
+
 /// Whether `field`'s name is `name`, in any case.
 fn same_name(buf: &[u8], field: &Field, name: &[u8]) -> bool {
     field.name.len() == name.len() && buf[field.name.clone()].eq_ignore_ascii_case(name)
@@ -145,9 +205,7 @@ fn same_name(buf: &[u8], field: &Field, name: &[u8]) -> bool {
 
 /// A field's line, its name in lower case as hyper writes names.
 fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    let at = out.len();
-    out.extend_from_slice(name);
-    out[at..].make_ascii_lowercase();
+    out.extend(name.iter().map(u8::to_ascii_lowercase));
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
