@@ -22,10 +22,20 @@ pub const READ_CHUNK: usize = 8 * 1024;
 /// copied to a new buffer at every read.
 const READ_ROOM: usize = 1024;
 
+/// The most one read of a body with a known length asks room for.
+const READ_MOST: usize = 64 * 1024;
+
 /// Make room in `buf` for a read.
 pub fn make_room(buf: &mut BytesMut) {
-    if buf.capacity() - buf.len() < READ_ROOM {
-        buf.reserve(READ_CHUNK);
+    make_room_for(buf, READ_CHUNK);
+}
+
+/// Make room in `buf` for a read of about `want` bytes (a body's rest, when its length is
+/// known: a 16 KiB answer then takes two reads and goes on as two pieces, not three of 8 KiB).
+fn make_room_for(buf: &mut BytesMut, want: usize) {
+    let room = buf.capacity() - buf.len();
+    if room < READ_ROOM || room < want {
+        buf.reserve(want);
     }
 }
 
@@ -79,7 +89,10 @@ pub fn poll_body<R: AsyncRead + Unpin + ?Sized>(
                 continue;
             }
         }
-        make_room(buf);
+        let want = decoder.remaining().map_or(READ_CHUNK, |left| {
+            usize::try_from(left).map_or(READ_MOST, |left| left.clamp(READ_CHUNK, READ_MOST))
+        });
+        make_room_for(buf, want);
         match tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Ok(0)) => {
