@@ -30,12 +30,12 @@ mod http2_set;
 mod send;
 
 use direct::DirectConn;
-pub use direct::{PlainHead, RawAnswer, plain_head};
+pub use direct::{PlainHead, RawAnswer, plain_head, send_plain};
 pub use http1_idle::{DEFAULT_MAX_IDLE_PER_POOL, IdleConnections};
 use http1_idle::{IdleConn, IdleKey};
 use http2_set::ConnectionSet;
 pub use http2_set::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, StreamSlot};
-pub use send::{EndpointBody, Release, SendError, send, send_plain};
+pub use send::{EndpointBody, Release, SendError, send};
 
 /// Any error a body can carry.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

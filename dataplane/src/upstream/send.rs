@@ -12,7 +12,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 
-use super::direct::{self, ConnSlot, DirectBody, DirectConn, PlainHead};
+use super::direct::{self, ConnSlot, DirectBody};
 use super::{BoxError, Conn, ProxyBody, StreamSlot};
 
 /// What a response gives back to its endpoint once it has been read to the end.
@@ -72,23 +72,6 @@ pub async fn send(
             })
         }
     }
-}
-
-/// Send a request the sidecar's own connection can write from the request path's parts
-/// ([`plain_head`](super::plain_head) said so), `uri` in origin form; `raw`: the answer may
-/// come as a [`RawAnswer`](super::RawAnswer), with no field map.
-pub async fn send_plain(
-    conn: DirectConn,
-    reused: bool,
-    parts: &http::request::Parts,
-    uri: &http::Uri,
-    body: ProxyBody,
-    plain: PlainHead,
-    raw: bool,
-) -> Result<(Response<EndpointBody>, Release), SendError> {
-    direct::send_plain(conn, reused, parts, uri, body, plain, raw)
-        .await
-        .map(|(response, release)| (response.map(EndpointBody::Direct), release))
 }
 
 impl Body for EndpointBody {

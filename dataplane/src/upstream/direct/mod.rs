@@ -31,7 +31,7 @@ pub use self::body::DirectBody;
 pub use self::request_head::{PlainHead, plain_head};
 
 use self::request_head::{write_plain_head, write_request_head};
-use super::{BoxError, OpenGuard, ProxyBody, Release, SendError};
+use super::{BoxError, EndpointBody, OpenGuard, ProxyBody, Release, SendError};
 use crate::h1::head::{Field, HeadError, MAX_HEAD_BYTES, ResponseHead, parse_response};
 use crate::h1::read::{READ_CHUNK, make_room};
 use crate::h1::write::{BodyWriter, Framing, WriteError};
@@ -177,7 +177,7 @@ pub(super) async fn send(
 /// Send a request whose head needs none of hyper's framing edits ([`PlainHead`]) straight from
 /// the request path's parts, with no copy of its field map: `uri` in origin form.
 /// `raw`: the answer may come as a [`RawAnswer`] instead of a field map.
-pub(super) async fn send_plain(
+pub async fn send_plain(
     conn: DirectConn,
     reused: bool,
     parts: &http::request::Parts,
@@ -185,10 +185,11 @@ pub(super) async fn send_plain(
     body: ProxyBody,
     plain: PlainHead,
     raw: bool,
-) -> Result<(Response<DirectBody>, Release), SendError> {
+) -> Result<(Response<EndpointBody>, Release), SendError> {
     let (mut inner, body) = usable(conn, reused, body)?;
     let framing = write_plain_head(parts, uri, plain, &mut inner.out);
-    exchange(inner, body, framing, &parts.method, raw).await
+    let (response, release) = exchange(inner, body, framing, &parts.method, raw).await?;
+    Ok((response.map(EndpointBody::Direct), release))
 }
 
 /// The connection, its write buffer emptied for a request with `body`; a pooled one the

@@ -286,6 +286,13 @@ fn get() -> Request<ProxyBody> {
     )
 }
 
+/// A GET on a new connection to `addr`, as [`exchange`] reads it.
+async fn get_from(
+    addr: std::net::SocketAddr,
+) -> Result<(u16, Vec<u8>, Option<DirectConn>), String> {
+    exchange(connect(addr, &CancellationToken::new()).await, get(), false).await
+}
+
 /// Send, read the body whole; the answer's status, body, and the connection if it came back.
 async fn exchange(
     conn: DirectConn,
@@ -352,10 +359,7 @@ async fn an_answer_that_ends_the_connection_does_not_give_it_back() {
         b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n\r\n",
     ] {
         let addr = endpoint(vec![answer], false).await;
-        let cut = CancellationToken::new();
-        let (status, body, back) = exchange(connect(addr, &cut).await, get(), false)
-            .await
-            .expect("answered");
+        let (status, body, back) = get_from(addr).await.expect("answered");
         assert_eq!((status, body.as_slice()), (200, &b"ok"[..]));
         assert!(back.is_none(), "{:?}", String::from_utf8_lossy(answer));
     }
@@ -368,50 +372,34 @@ async fn interim_answers_are_skipped() {
         true,
     )
     .await;
-    let cut = CancellationToken::new();
-    let (status, _, back) = exchange(connect(addr, &cut).await, get(), false)
-        .await
-        .expect("answered");
+    let (status, _, back) = get_from(addr).await.expect("answered");
     assert_eq!(status, 201);
     assert!(back.is_some());
 }
 
 #[tokio::test]
 async fn a_broken_answer_is_the_endpoints_protocol_error_and_a_close_is_a_reset() {
-    let cut = CancellationToken::new();
-    let addr = endpoint(vec![b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n"], true).await;
-    let error = exchange(connect(addr, &cut).await, get(), false)
-        .await
-        .err();
-    assert!(
-        error
-            .as_deref()
-            .is_some_and(|e| e.starts_with("sent (malformed: true)")),
-        "{error:?}"
-    );
-    let addr = endpoint(vec![], false).await;
-    let error = exchange(connect(addr, &cut).await, get(), false)
-        .await
-        .err();
-    assert!(
-        error
-            .as_deref()
-            .is_some_and(|e| e.starts_with("sent (malformed: false)")),
-        "{error:?}"
-    );
-    // A body cut short by the close fails the body, not the head.
-    let addr = endpoint(
-        vec![b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nok"],
-        false,
-    )
-    .await;
-    let error = exchange(connect(addr, &cut).await, get(), false)
-        .await
-        .err();
-    assert!(
-        error.as_deref().is_some_and(|e| e.starts_with("body:")),
-        "{error:?}"
-    );
+    let cases: [(Vec<&'static [u8]>, bool, &str); 3] = [
+        (
+            vec![b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n"],
+            true,
+            "sent (malformed: true)",
+        ),
+        (vec![], false, "sent (malformed: false)"),
+        // A body cut short by the close fails the body, not the head.
+        (
+            vec![b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nok"],
+            false,
+            "body:",
+        ),
+    ];
+    for (answers, linger, expected) in cases {
+        let error = get_from(endpoint(answers, linger).await).await.err();
+        assert!(
+            error.as_deref().is_some_and(|e| e.starts_with(expected)),
+            "{expected}: {error:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -421,10 +409,7 @@ async fn a_pooled_connection_the_endpoint_closed_gives_the_request_back_unsent()
         false,
     )
     .await;
-    let cut = CancellationToken::new();
-    let (_, _, back) = exchange(connect(addr, &cut).await, get(), false)
-        .await
-        .expect("answered");
+    let (_, _, back) = get_from(addr).await.expect("answered");
     let conn = back.expect("kept");
     // The endpoint closes once its one answer is spent: wait until the socket says so.
     let mut probe = [0u8; 1];
