@@ -29,10 +29,34 @@ pub fn parse_yaml(yaml: &str) -> anyhow::Result<Vec<serde_json::Value>> {
 
 /// A port nobody listens on right now (the child binds it a moment later), and never one this
 /// process was given before: the kernel may hand the same free port to two probes in a row, and
-/// a test that names two listeners would then name one twice.
+/// a test that names two listeners would then name one twice. Picked below the kernel's
+/// ephemeral range (`ip_local_port_range`), so the source port of some other connection made in
+/// that moment (tests run side by side, and a fuzz run makes thousands a second) cannot take it
+/// before the child binds it; the ephemeral range is the fallback.
 pub fn free_port() -> anyhow::Result<SocketAddr> {
     static GIVEN: parking_lot::Mutex<std::collections::BTreeSet<u16>> =
         parking_lot::Mutex::new(std::collections::BTreeSet::new());
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_start);
+    if high > low {
+        let span = u64::from(high - low);
+        for _ in 0..200 {
+            let pick = std::hash::BuildHasher::hash_one(
+                &std::collections::hash_map::RandomState::new(),
+                std::time::SystemTime::now(),
+            );
+            let port = low + u16::try_from(pick % span).unwrap_or(0);
+            if GIVEN.lock().contains(&port) {
+                continue;
+            }
+            if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() && GIVEN.lock().insert(port) {
+                return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+            }
+        }
+    }
     for _ in 0..100 {
         let probe = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
         let addr = probe.local_addr()?;
