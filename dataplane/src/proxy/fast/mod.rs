@@ -40,7 +40,7 @@ use self::answer_body::write_answer;
 use self::prefixed::Prefixed;
 pub(crate) use self::request_body::FastBody;
 use self::request_body::{Continue, READ_CHUNK, ReadSide, ReadSlot, make_room};
-use self::response_head::{BodySize, Framing, write_head, write_raw_head};
+use self::response_head::{BodySize, Framing, write_answer_head, write_head};
 use super::forward::forward_request;
 use super::server::{Connection, serve_with_hyper};
 use crate::h1::body::Decoder;
@@ -49,7 +49,6 @@ use crate::h1::head::{
     BodyLength, Field, HeadError, MAX_HEAD_BYTES, RequestHead, may_end_head, parse_request,
 };
 use crate::pool::Http1Handoff;
-use crate::upstream::RawAnswer;
 
 /// A head must arrive whole within this long of the connection waiting for it (hyper's
 /// HTTP/1 header read timeout).
@@ -269,30 +268,14 @@ impl Served {
         let keep_alive = head.keep_alive && !stopping;
         let (mut parts, body) = response.into_parts();
         self.out.clear();
-        // An endpoint's answer kept as it arrived (an HTTP/1.1 client's, on the sidecar's own
-        // endpoint connection) is written from its bytes; any other from its typed fields.
-        let raw = if head.http11 {
-            parts.extensions.remove::<RawAnswer>()
-        } else {
-            None
-        };
-        let (framing, last) = match raw {
-            Some(raw) => write_raw_head(&raw, &head.method, keep_alive, &mut self.out),
-            None => match write_head(
-                &mut parts,
-                BodySize::of(&body),
-                &head.method,
-                keep_alive,
-                !head.http11,
-                &mut self.out,
-            ) {
+        let (framing, last) =
+            match write_answer_head(&mut parts, &body, head, keep_alive, &mut self.out) {
                 Ok(written) => written,
                 Err(refused) => {
                     tracing::debug!(why = refused.0, "answer not written: closing");
                     return false;
                 }
-            },
-        };
+            };
         let trailers_sent = match &framing {
             Framing::Chunked(Some(names)) if trailers_accepted => Some(names.as_slice()),
             _ => None,

@@ -12,6 +12,7 @@ use http::header::{self, HeaderValue};
 use http::response::Parts;
 use http::{HeaderName, Method, StatusCode, Version};
 
+use crate::h1::head::RequestHead;
 use crate::h1::head::{digits, last_token_is, list_has};
 use crate::h1::respond::{Outgoing, write_response_head};
 pub(crate) use crate::h1::write::Framing;
@@ -325,11 +326,41 @@ fn connection_close(value: &HeaderValue) -> bool {
     list_has(value.as_bytes(), b"close")
 }
 
+/// Append the head of the answer (`parts`, its `body`) to the request `head` to `out`: an
+/// endpoint's answer kept as it arrived (an HTTP/1.1 client's, on the sidecar's own endpoint
+/// connection) from its bytes, any other from its typed fields. `keep_alive`: the connection
+/// may take another request after this answer. Returns how the body goes, and whether the
+/// connection ends after it.
+pub(crate) fn write_answer_head(
+    parts: &mut Parts,
+    body: &impl http_body::Body,
+    head: &RequestHead,
+    keep_alive: bool,
+    out: &mut Vec<u8>,
+) -> Result<(Framing, bool), Refused> {
+    let raw = if head.http11 {
+        parts.extensions.remove::<RawAnswer>()
+    } else {
+        None
+    };
+    match raw {
+        Some(raw) => Ok(write_raw_head(&raw, &head.method, keep_alive, out)),
+        None => write_head(
+            parts,
+            BodySize::of(body),
+            &head.method,
+            keep_alive,
+            !head.http11,
+            out,
+        ),
+    }
+}
+
 /// Append the head for an endpoint's answer kept as it arrived (`RawAnswer`) to `out`, as
 /// `crate::h1::respond` writes it (the same bytes as the typed path, held so by its tests), for
 /// an HTTP/1.1 client. `keep_alive`: the connection may take another request after this answer.
 /// Returns how the body goes, and whether the connection ends after it.
-pub(crate) fn write_raw_head(
+fn write_raw_head(
     raw: &RawAnswer,
     method: &Method,
     keep_alive: bool,
