@@ -27,8 +27,9 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::h1::body::Decoder;
+use crate::h1::body::{BodyError, Decoder};
 use crate::h1::head::{BodyLength, parse_request};
+use crate::h1::read::{ReadError, Step, poll_body};
 use crate::pool::{Http1Engine, Tuning};
 use crate::sidecar::{self, Options, RunOptions, Sidecar};
 
@@ -213,29 +214,21 @@ async fn read_requests(
         };
         let _ = buf.split_to(head.len);
         if head.body != BodyLength::Empty {
+            // The body as the fast engine reads one (`h1::read`): to its end, or refused.
             let mut decoder = Decoder::new(head.body);
             loop {
-                if !buf.is_empty() || decoder.is_done() {
-                    match decoder.decode(&buf) {
-                        Ok(decoded) => {
-                            let _ = buf.split_to(decoded.consumed);
-                            if decoded.ended {
-                                break;
-                            }
-                            if decoded.consumed > 0 && !buf.is_empty() {
-                                continue;
-                            }
-                        }
-                        Err(error) => {
-                            violations.lock().push(format!("request body: {error}"));
-                            return;
-                        }
+                let step =
+                    std::future::poll_fn(|cx| poll_body(&mut stream, &mut buf, &mut decoder, cx))
+                        .await;
+                match step {
+                    Step::Frame(_) => {}
+                    Step::Ended(_) => break,
+                    Step::Failed(ReadError::Framing(BodyError::Invalid(what))) => {
+                        violations.lock().push(format!("request body: {what}"));
+                        return;
                     }
-                }
-                match stream.read_buf(&mut buf).await {
-                    Ok(n) if n > 0 => {}
                     // A body cut short: its request was cut when its client left.
-                    _ => return,
+                    Step::Failed(_) => return,
                 }
             }
         }
