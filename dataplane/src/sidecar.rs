@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -99,7 +99,10 @@ pub async fn start(options: Options) -> Result<Sidecar, StartError> {
 pub async fn start_with(options: Options, run: RunOptions) -> Result<Sidecar, StartError> {
     let (initial, loaded) = SidecarConfig::load_bytes(&options.config)?;
     let mut sidecar = Sidecar::boot(options.admin_listen, &initial, run).await?;
-    let (tx, mut rx) = watch::channel(Arc::new(initial));
+    // The running config is not kept: the pools hold what they need of it, and the watcher
+    // compares digests. A channel of one: a reload waits while the last one is applied.
+    drop(initial);
+    let (tx, mut rx) = mpsc::channel(1);
     sidecar.tasks.push(config::watch::spawn(
         options.config.clone(),
         loaded,
@@ -109,8 +112,7 @@ pub async fn start_with(options: Options, run: RunOptions) -> Result<Sidecar, St
     ));
     let follower = Arc::clone(&sidecar.runtime);
     sidecar.tasks.push(tokio::spawn(async move {
-        while rx.changed().await.is_ok() {
-            let config = rx.borrow_and_update().clone();
+        while let Some(config) = rx.recv().await {
             if let Err(error) = follower.apply(&config).await {
                 tracing::error!(%error, "config applied only in part");
             }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use self::stall::SilenceCell;
+use super::share::PickWindow;
 use crate::outcome::Verdict;
 
 /// How long an estimate (latency or error rate) with no new sample holds before it relaxes
@@ -76,6 +77,8 @@ pub struct EndpointLoad {
     /// (ms stamp) the endpoint has answered nothing while they waited, or since a try went
     /// unanswered: one atomic word (`stall`).
     silence: SilenceCell,
+    /// This endpoint's recent picks, for the pool's share cap (`ShareTracker`).
+    picks: PickWindow,
 }
 
 /// One request in flight to an endpoint. Dropping it, however that happens (finished, failed,
@@ -106,7 +109,13 @@ impl EndpointLoad {
             errors: AtomicU64::new(pack(0.0, 0)),
             weight: AtomicU32::new(weight.max(1)),
             silence: SilenceCell::new(),
+            picks: PickWindow::default(),
         }
+    }
+
+    /// This endpoint's recent picks (see `ShareTracker`).
+    pub fn picks(&self) -> &PickWindow {
+        &self.picks
     }
 
     /// Start a request: counts it in flight until the returned guard is dropped.

@@ -29,4 +29,4 @@ mod test_support;
 
 pub use load::{EWMA_DECAY, EndpointLoad, InFlight};
 pub use selector::{Candidate, Selector};
-pub use share::{DEFAULT_SHARE_WINDOW, ShareTracker};
+pub use share::{DEFAULT_SHARE_WINDOW, PickWindow, ShareTracker};

@@ -47,7 +47,7 @@ use tokio::time::Instant;
 use super::load::EndpointLoad;
 use super::ring::{Ring, key_hash};
 use super::round_robin::Schedule;
-use super::share::{EndpointShare, ShareTracker};
+use super::share::ShareTracker;
 
 /// Cost multiplier per unit of error rate above the noise floor:
 /// `penalty = 1 + ERROR_PENALTY × max(0, error rate − NOISE_ERROR_RATE)`.
@@ -120,7 +120,6 @@ struct Slot {
     weight: f64,
     /// This candidate's part of the set's total weight.
     fair: f64,
-    share: Arc<EndpointShare>,
 }
 
 /// What one pick knows.
@@ -154,16 +153,13 @@ impl Selector {
             .collect();
         let weights: Vec<f64> = candidates.iter().map(effective_weight).collect();
         let sum: f64 = weights.iter().sum();
-        let slots: Vec<Slot> = candidates
+        let slots: Vec<Slot> = weights
             .iter()
-            .zip(&weights)
-            .map(|(c, &weight)| Slot {
+            .map(|&weight| Slot {
                 weight,
                 fair: weight / sum,
-                share: share.endpoint(c.addr),
             })
             .collect();
-        share.prune();
         let round_robin = (config.algorithm == Algorithm::RoundRobin)
             .then(|| Schedule::new(weights.iter().copied()));
         let ring = (config.algorithm == Algorithm::RingHash)
@@ -222,7 +218,7 @@ impl Selector {
             _ if self.algorithm == Algorithm::PeakEwma => self.p2c(rng, &pick, Cost::Latency),
             _ => self.p2c(rng, &pick, Cost::Requests),
         }?;
-        self.share.record(&self.slots[index].share, tick);
+        self.share.record(self.candidates[index].load.picks(), tick);
         self.candidates.get(index)
     }
 
@@ -378,7 +374,7 @@ impl Selector {
             self.max_share_multiple
         };
         let allowed = multiple * slot.fair * (pick.total + 1) as f64 + SHARE_SLACK;
-        (slot.share.picks.recent(pick.tick) + 1) as f64 > allowed
+        (self.candidates[index].load.picks().recent(pick.tick) + 1) as f64 > allowed
     }
 
     // --- round robin and ring ---

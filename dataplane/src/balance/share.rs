@@ -1,15 +1,15 @@
 //! Recent picks per endpoint and in total over a short sliding window, so a selector can hold
 //! every endpoint to a multiple of its fair share. One `ShareTracker` belongs to a pool and
-//! outlives the selectors built over it: a rebuild picks up each endpoint's window by address,
-//! and the round-robin cursor, so the rotation continues across rebuilds. It also
-//! keeps the last hash ring, since the pool rebuilds on every health tick and a ring of tens of
-//! thousands of points is worth reusing while the endpoints and weights stay the same.
+//! outlives the selectors built over it: it keeps the pool's total window, the round-robin
+//! cursor (so the rotation continues across rebuilds) and the last hash ring, since the pool
+//! rebuilds on every health tick and a ring of tens of thousands of points is worth reusing
+//! while the endpoints and weights stay the same. Each endpoint's own window lives in its
+//! `EndpointLoad`, which stays with the endpoint for as long as it is in the pool, so a rebuild
+//! finds it without a lookup and an endpoint costs no map entry here.
 //!
 //! A window is a few time buckets, each one `AtomicU64` packing the bucket's tick with its
 //! count, so recording a pick is one compare-exchange per counter and reading is a few loads.
-//! The address map is only touched when a selector is built, never per pick.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,13 +30,12 @@ const BUCKETS: u64 = 4;
 const COUNT_BITS: u32 = 24;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
-/// Recent picks of one pool: per endpoint address and in total.
+/// Recent picks of one pool in total, and what its selectors share across rebuilds.
 #[derive(Debug)]
 pub struct ShareTracker {
     epoch: Instant,
     bucket_ms: u64,
     total: PickWindow,
-    endpoints: Mutex<HashMap<SocketAddr, Arc<EndpointShare>>>,
     ring: Mutex<Option<CachedRing>>,
     /// Where round robin is in its cycle.
     round_robin: AtomicU64,
@@ -45,15 +44,9 @@ pub struct ShareTracker {
 /// A ring and the `(address, effective weight)` list it was built from.
 type CachedRing = (Vec<(SocketAddr, f64)>, Arc<Ring>);
 
-/// What the pool keeps about one endpoint across selector rebuilds.
-#[derive(Debug, Default)]
-pub(crate) struct EndpointShare {
-    pub(crate) picks: PickWindow,
-}
-
 /// Picks counted in time buckets; see the module header.
 #[derive(Debug, Default)]
-pub(crate) struct PickWindow {
+pub struct PickWindow {
     buckets: [AtomicU64; BUCKETS as usize],
 }
 
@@ -72,7 +65,6 @@ impl ShareTracker {
             epoch: now,
             bucket_ms: (window_ms / BUCKETS).max(1),
             total: PickWindow::default(),
-            endpoints: Mutex::new(HashMap::new()),
             ring: Mutex::new(None),
             round_robin: AtomicU64::new(0),
         }
@@ -83,24 +75,10 @@ impl ShareTracker {
         self.total.recent(self.tick(now))
     }
 
-    /// Picks of one endpoint in the window ending at `now` (0 for an unknown address). Takes
-    /// the address map's lock: for metrics and tests, not for the request path.
-    pub fn recent_picks(&self, addr: SocketAddr, now: Instant) -> u64 {
-        let endpoint = self.endpoints.lock().get(&addr).cloned();
-        endpoint.map_or(0, |e| e.picks.recent(self.tick(now)))
-    }
-
-    /// The state of `addr`, created on first use. Called when a selector is built.
-    pub(crate) fn endpoint(&self, addr: SocketAddr) -> Arc<EndpointShare> {
-        Arc::clone(self.endpoints.lock().entry(addr).or_default())
-    }
-
-    /// Forget endpoints no selector refers to any more. Called when a selector is built; an
-    /// endpoint that leaves and comes back within the window simply starts from zero.
-    pub(crate) fn prune(&self) {
-        self.endpoints
-            .lock()
-            .retain(|_, endpoint| Arc::strong_count(endpoint) > 1);
+    /// Picks of one endpoint (its window, kept in its `EndpointLoad`) in the window ending at
+    /// `now`.
+    pub fn recent_picks(&self, picks: &PickWindow, now: Instant) -> u64 {
+        picks.recent(self.tick(now))
     }
 
     /// The ring over `endpoints` (`(address, effective weight)` in candidate order): the last
@@ -133,8 +111,8 @@ impl ShareTracker {
     }
 
     /// Count one pick of `endpoint`.
-    pub(crate) fn record(&self, endpoint: &EndpointShare, tick: u64) {
-        endpoint.picks.add(tick);
+    pub(crate) fn record(&self, endpoint: &PickWindow, tick: u64) {
+        endpoint.add(tick);
         self.total.add(tick);
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ring::digest::{Digest, SHA256, digest};
-use tokio::sync::watch;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::SidecarConfig;
@@ -22,7 +22,7 @@ pub fn spawn(
     path: PathBuf,
     loaded: Vec<u8>,
     interval: Duration,
-    tx: watch::Sender<Arc<SidecarConfig>>,
+    tx: mpsc::Sender<SidecarConfig>,
     metrics: Arc<Metrics>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -62,7 +62,9 @@ pub fn spawn(
                 Ok(config) => {
                     metrics.config_reloads.with_label_values(&["applied"]).inc();
                     tracing::info!(path = %path.display(), pools = config.pools.len(), "config reloaded");
-                    tx.send_replace(Arc::new(config));
+                    if tx.send(config).await.is_err() {
+                        return;
+                    }
                 }
                 Err(error) => {
                     metrics.config_reloads.with_label_values(&["refused"]).inc();

@@ -7,15 +7,23 @@ use rollcall_api::policy::{Algorithm, LoadBalancer};
 
 use super::*;
 use crate::balance::test_support::{Fixture, addr, config, rng};
-use crate::balance::{Candidate, Selector, ShareTracker};
+use crate::balance::{Candidate, EndpointLoad, Selector, ShareTracker};
 
 fn key(n: u32) -> Vec<u8> {
     format!("user-{n}").into_bytes()
 }
 
-/// A ring-hash selector over `candidates` with its own share window.
+/// A ring-hash selector over `candidates` with share windows of its own (fresh loads and
+/// tracker), so the picks of one selector never cap another's.
 fn ring_selector(fixture: &Fixture, lb: &LoadBalancer, candidates: Vec<Candidate>) -> Selector {
-    Selector::new(lb, candidates, Arc::new(ShareTracker::new(fixture.t0)))
+    let fresh = candidates
+        .into_iter()
+        .map(|c| Candidate {
+            load: Arc::new(EndpointLoad::with_weight(c.load.weight(), fixture.t0)),
+            ..c
+        })
+        .collect();
+    Selector::new(lb, fresh, Arc::new(ShareTracker::new(fixture.t0)))
 }
 
 /// The endpoint each of `keys` keys lands on.

@@ -118,7 +118,12 @@ fn picks_are_counted_in_the_pools_share_window() {
         selector.pick(None, &[], fixture.t0);
     }
     assert_eq!(fixture.share.recent_total(fixture.t0), 4);
-    assert_eq!(fixture.share.recent_picks(addr(1), fixture.t0), 2);
+    assert_eq!(
+        fixture
+            .share
+            .recent_picks(fixture.loads[0].picks(), fixture.t0),
+        2
+    );
 }
 
 #[test]
@@ -141,7 +146,12 @@ fn the_share_cap_carries_over_a_selector_rebuild() {
     // twice its quarter (plus slack) is far below what it already had.
     let after = fixture.selector(Algorithm::LeastRequest);
     let _busy: Vec<_> = (1..4).map(|i| fixture.hold(i, 10)).collect();
-    assert_eq!(fixture.share.recent_picks(addr(1), fixture.t0), 100);
+    assert_eq!(
+        fixture
+            .share
+            .recent_picks(fixture.loads[0].picks(), fixture.t0),
+        100
+    );
     assert_eq!(counts(&fixture, &after, 20, None, &[], 2)[0], 0);
 }
 

@@ -1,4 +1,4 @@
-//! Tests of the share window: counting, sliding, and surviving selector rebuilds.
+//! Tests of the share window: counting and sliding.
 
 use super::*;
 
@@ -14,16 +14,16 @@ fn ms(n: u64) -> Duration {
 fn counts_picks_per_endpoint_and_in_total() {
     let t0 = Instant::now();
     let share = ShareTracker::new(t0);
-    let a = share.endpoint(addr(1));
-    let b = share.endpoint(addr(2));
+    let a = PickWindow::default();
+    let b = PickWindow::default();
     let tick = share.tick(t0);
     for _ in 0..3 {
         share.record(&a, tick);
     }
     share.record(&b, tick);
-    assert_eq!(share.recent_picks(addr(1), t0), 3);
-    assert_eq!(share.recent_picks(addr(2), t0), 1);
-    assert_eq!(share.recent_picks(addr(3), t0), 0);
+    assert_eq!(share.recent_picks(&a, t0), 3);
+    assert_eq!(share.recent_picks(&b, t0), 1);
+    assert_eq!(share.recent_picks(&PickWindow::default(), t0), 0);
     assert_eq!(share.recent_total(t0), 4);
 }
 
@@ -31,13 +31,13 @@ fn counts_picks_per_endpoint_and_in_total() {
 fn picks_older_than_the_window_are_forgotten() {
     let t0 = Instant::now();
     let share = ShareTracker::with_window(ms(2_000), t0);
-    let a = share.endpoint(addr(1));
+    let a = PickWindow::default();
     share.record(&a, share.tick(t0));
     share.record(&a, share.tick(t0 + ms(1_000)));
     assert_eq!(share.recent_total(t0 + ms(1_900)), 2);
     // The window slides in 500 ms steps: the first pick leaves it first.
     assert_eq!(share.recent_total(t0 + ms(2_000)), 1);
-    assert_eq!(share.recent_picks(addr(1), t0 + ms(2_000)), 1);
+    assert_eq!(share.recent_picks(&a, t0 + ms(2_000)), 1);
     assert_eq!(share.recent_total(t0 + ms(3_000)), 0);
 }
 
@@ -45,58 +45,31 @@ fn picks_older_than_the_window_are_forgotten() {
 fn a_bucket_reused_by_a_later_tick_starts_from_zero() {
     let t0 = Instant::now();
     let share = ShareTracker::with_window(ms(2_000), t0);
-    let a = share.endpoint(addr(1));
+    let a = PickWindow::default();
     for _ in 0..10 {
         share.record(&a, share.tick(t0));
     }
     // Same bucket slot, one full window later.
     let later = t0 + ms(2_000);
     share.record(&a, share.tick(later));
-    assert_eq!(share.recent_picks(addr(1), later), 1);
+    assert_eq!(share.recent_picks(&a, later), 1);
 }
 
 #[test]
 fn a_pick_stamped_slightly_in_the_past_is_still_counted() {
     let t0 = Instant::now();
     let share = ShareTracker::with_window(ms(2_000), t0);
-    let a = share.endpoint(addr(1));
+    let a = PickWindow::default();
     share.record(&a, share.tick(t0 + ms(2_100)));
     share.record(&a, share.tick(t0 + ms(100)));
-    assert_eq!(share.recent_picks(addr(1), t0 + ms(2_100)), 2);
-}
-
-#[test]
-fn the_same_address_gets_the_same_window_across_rebuilds() {
-    let t0 = Instant::now();
-    let share = ShareTracker::new(t0);
-    let first = share.endpoint(addr(1));
-    share.record(&first, share.tick(t0));
-    let second = share.endpoint(addr(1));
-    assert!(Arc::ptr_eq(&first, &second));
-    assert_eq!(second.picks.recent(share.tick(t0)), 1);
-}
-
-#[test]
-fn prune_forgets_endpoints_no_selector_holds() {
-    let t0 = Instant::now();
-    let share = ShareTracker::new(t0);
-    let kept = share.endpoint(addr(1));
-    let left = share.endpoint(addr(2));
-    share.record(&kept, share.tick(t0));
-    share.record(&left, share.tick(t0));
-    drop(left);
-    share.prune();
-    assert_eq!(share.recent_picks(addr(1), t0), 1);
-    assert_eq!(share.recent_picks(addr(2), t0), 0);
-    // The pool total still remembers the departed endpoint's pick.
-    assert_eq!(share.recent_total(t0), 2);
+    assert_eq!(share.recent_picks(&a, t0 + ms(2_100)), 2);
 }
 
 #[test]
 fn concurrent_picks_are_all_counted() {
     let t0 = Instant::now();
     let share = ShareTracker::new(t0);
-    let a = share.endpoint(addr(1));
+    let a = PickWindow::default();
     let tick = share.tick(t0);
     std::thread::scope(|s| {
         for _ in 0..4 {
@@ -108,7 +81,7 @@ fn concurrent_picks_are_all_counted() {
         }
     });
     assert_eq!(share.recent_total(t0), 20_000);
-    assert_eq!(share.recent_picks(addr(1), t0), 20_000);
+    assert_eq!(share.recent_picks(&a, t0), 20_000);
 }
 
 #[test]
