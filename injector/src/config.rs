@@ -41,6 +41,11 @@ pub struct SidecarSettings {
     /// chart's `controller.tls.plaintext`.
     #[serde(default)]
     pub insecure_plaintext: bool,
+    /// The HTTP/1 engine every injected sidecar runs (`fast` or `hyper`) unless its pod's
+    /// `rollcall.dev/sidecar-http1-engine` annotation says otherwise; absent: the sidecar's
+    /// own default. The chart's `sidecar.http1Engine`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http1_engine: Option<String>,
     /// The CA bundle (PEM) put in each sidecar's environment when the injector keeps the
     /// roster certificate itself (the default); not part of the file, set per review.
     #[serde(skip)]
@@ -152,6 +157,10 @@ impl SidecarSettings {
                 self.log_format
             ));
         }
+        if let Some(engine) = &self.http1_engine {
+            crate::annotation::parse_http1_engine(engine)
+                .map_err(|_| format!("http1Engine must be fast or hyper, got {engine:?}"))?;
+        }
         if !(600..=86_400).contains(&self.token.expiration_seconds) {
             return Err(format!(
                 "token.expirationSeconds must be 600-86400 (the kubelet's bounds), got {}",
@@ -193,6 +202,27 @@ mod tests {
             .to_string();
         assert!(
             err.contains("controllerURL must start with http://"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_http1_engine_default_is_fast_hyper_or_absent() {
+        assert_eq!(
+            SidecarSettings::from_json(MINIMAL, "test")
+                .unwrap()
+                .http1_engine,
+            None
+        );
+        let fast = MINIMAL.replacen('{', r#"{"http1Engine": "fast", "#, 1);
+        let s = SidecarSettings::from_json(&fast, "test").unwrap();
+        assert_eq!(s.http1_engine.as_deref(), Some("fast"));
+        let turbo = MINIMAL.replacen('{', r#"{"http1Engine": "turbo", "#, 1);
+        let err = SidecarSettings::from_json(&turbo, "test")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(r#"http1Engine must be fast or hyper, got "turbo""#),
             "{err}"
         );
     }

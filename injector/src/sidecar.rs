@@ -71,7 +71,11 @@ pub fn command_line(
     if let Some(budget) = options.max_idle_connections {
         args.push(format!("--max-idle-connections={budget}"));
     }
-    if let Some(engine) = options.http1_engine {
+    // The pod's annotation first, then the install's default.
+    if let Some(engine) = options
+        .http1_engine
+        .or(settings.http1_engine.as_deref().map(str::trim))
+    {
         args.push(format!("--http1-engine={engine}"));
     }
     let field = |name: &str, path: &str| EnvVar {

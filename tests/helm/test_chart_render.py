@@ -191,6 +191,7 @@ class Schema(unittest.TestCase):
         self.refused({"injector": {"failurePolicy": "Maybe"}}, "failurePolicy")
         self.refused({"controller": {"lease": {"duration": "15", "grace": "5s"}}}, "duration")
         self.refused({"sidecar": {"adminPort": 70000}}, "adminPort")
+        self.refused({"sidecar": {"http1Engine": "turbo"}}, "http1Engine")
         self.refused({"injector": {"certificates": {"mode": "vault"}}}, "mode")
         self.refused({"controller": {"resources": {"limits": {"memory": "lots"}}}}, "memory")
         self.refused({"monitoring": {"prometheusRule": {"enabled": True, "ejectedShareThreshold": 3}}},
@@ -245,6 +246,17 @@ class Schema(unittest.TestCase):
         self.assertEqual(settings["controllerURL"], f"http://rollcall-controller.{kit.NAMESPACE}.svc:8300")
         self.assertTrue(settings["insecurePlaintext"])
         self.assertEqual(named[("Service", "rollcall-controller")]["spec"]["ports"][0]["appProtocol"], "kubernetes.io/h2c")
+
+    def test_the_http1_engine_reaches_the_injector_only_when_chosen(self):
+        """Unset, the settings carry no engine (each sidecar runs its own default); set, the
+        injector gets it as the golden engine-default cases have it."""
+        default = json.loads(kit.find(kit.documents(), "ConfigMap", "rollcall-injector")["data"]["sidecar.json"])
+        self.assertNotIn("http1Engine", default)
+        chosen = kit.find(kit.documents({"sidecar": {"http1Engine": "fast"}}), "ConfigMap", "rollcall-injector")
+        settings = json.loads(chosen["data"]["sidecar.json"])
+        with open(os.path.join(kit.ROOT, "injector", "tests", "golden", "engine-default-fast.settings.json")) as f:
+            golden = json.load(f)
+        self.assertEqual(settings, golden)
 
     def test_the_default_values_pass_the_schema(self):
         with open(os.path.join(kit.CHART, "values.yaml")) as f:

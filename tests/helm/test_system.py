@@ -478,7 +478,7 @@ class InjectedSidecar(unittest.TestCase):
         """The injected container's args and env, as the golden patches have them (the plain one
         and the one with every sidecar option an annotation can set), with only the addresses
         moved to this machine's free ports: the real sidecar accepts them and gets ready."""
-        for case in ("one-pool", "sidecar-threads", "sidecar-max-idle-connections"):
+        for case in ("one-pool", "sidecar-threads", "sidecar-max-idle-connections", "engine-default-fast"):
             with self.subTest(case=case):
                 self.start_injected(case)
 
