@@ -25,17 +25,20 @@ const READ_ROOM: usize = 1024;
 /// The most one read of a body with a known length asks room for.
 const READ_MOST: usize = 64 * 1024;
 
-/// Make room in `buf` for a read.
+/// Make room in `buf` for a read: only when less than `READ_ROOM` is left. Growing while a
+/// message read from the buffer is still in flight (it shares the buffer) means a new one, so
+/// growing at every read cost an 8 KiB allocation per request.
 pub fn make_room(buf: &mut BytesMut) {
-    make_room_for(buf, READ_CHUNK);
+    make_room_for(buf, READ_ROOM);
 }
 
-/// Make room in `buf` for a read of about `want` bytes (a body's rest, when its length is
-/// known: a 16 KiB answer then takes two reads and goes on as two pieces, not three of 8 KiB).
+/// Make room in `buf` for a read of `want` bytes (a body's rest, when its length is known: a
+/// 16 KiB answer then takes two reads and goes on as two pieces, not three of 8 KiB), and at
+/// least `READ_ROOM`; when it grows, it grows by `READ_CHUNK` at least.
 fn make_room_for(buf: &mut BytesMut, want: usize) {
     let room = buf.capacity() - buf.len();
     if room < READ_ROOM || room < want {
-        buf.reserve(want);
+        buf.reserve(want.max(READ_CHUNK));
     }
 }
 
@@ -89,8 +92,8 @@ pub fn poll_body<R: AsyncRead + Unpin + ?Sized>(
                 continue;
             }
         }
-        let want = decoder.remaining().map_or(READ_CHUNK, |left| {
-            usize::try_from(left).map_or(READ_MOST, |left| left.clamp(READ_CHUNK, READ_MOST))
+        let want = decoder.remaining().map_or(READ_ROOM, |left| {
+            usize::try_from(left).map_or(READ_MOST, |left| left.min(READ_MOST))
         });
         make_room_for(buf, want);
         match tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {

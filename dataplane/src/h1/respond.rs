@@ -32,15 +32,15 @@ pub enum Outgoing {
 
 /// Append the head of the answer to a `method` request to `out`, for the endpoint's response
 /// `head` (parsed from `buf`, its fields in `fields`). `closing`: the connection ends after
-/// this answer. `date`: today's `Date` value, used when the endpoint sent none. Returns how
-/// the body goes out.
+/// this answer. `date` appends today's `Date` value, asked for only when the endpoint sent
+/// none. Returns how the body goes out.
 pub fn write_response_head(
     buf: &[u8],
     head: &ResponseHead,
     fields: &[Field],
     method: &Method,
     closing: bool,
-    date: &[u8],
+    date: impl FnOnce(&mut Vec<u8>),
     out: &mut Vec<u8>,
 ) -> Outgoing {
     let status = head.status;
@@ -78,6 +78,8 @@ pub fn write_response_head(
     let coded = names.contains(&Name::TransferEncoding);
     let mut said_length = false;
     let mut said_date = false;
+    // Most answers name each field once: then no field looks for others of its name.
+    let repeated = repeats_a_name(buf, fields);
     // As hyper's field map writes them: a name's fields together, where the name first came,
     // the name in lower case.
     for (at, (field, kind)) in fields.iter().zip(names).enumerate() {
@@ -86,10 +88,11 @@ pub fn write_response_head(
             && next_hop
                 .as_ref()
                 .is_none_or(|next_hop| next_hop.forwards(name));
-        if !forwarded || fields[..at].iter().any(|f| same_name(buf, f, name)) {
+        if !forwarded || (repeated && fields[..at].iter().any(|f| same_name(buf, f, name))) {
             continue;
         }
-        let later = fields[at + 1..].iter().filter(|f| same_name(buf, f, name));
+        let rest = if repeated { &fields[at + 1..] } else { &[] };
+        let later = rest.iter().filter(|f| same_name(buf, f, name));
         match kind {
             Name::ContentLength => {
                 // The answer to HEAD says the length of what GET would get, as the endpoint
@@ -145,7 +148,9 @@ pub fn write_response_head(
         BodyLength::Chunked | BodyLength::UntilClose => Outgoing::UntilClose,
     };
     if !said_date {
-        write_field(out, b"date", date);
+        out.extend_from_slice(b"date: ");
+        date(out);
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
     outgoing
@@ -203,9 +208,22 @@ fn same_name(buf: &[u8], field: &Field, name: &[u8]) -> bool {
     field.name.len() == name.len() && buf[field.name.clone()].eq_ignore_ascii_case(name)
 }
 
-/// A field's line, its name in lower case as hyper writes names.
+/// Whether two of `fields` have the same name (in any case). Lengths first: most pairs differ
+/// there.
+fn repeats_a_name(buf: &[u8], fields: &[Field]) -> bool {
+    fields.iter().enumerate().any(|(at, field)| {
+        let name = &buf[field.name.clone()];
+        fields[at + 1..].iter().any(|f| same_name(buf, f, name))
+    })
+}
+
+/// A field's line, its name in lower case as hyper writes names (copied, then lowered in
+/// place: a loop the compiler runs over many bytes at once).
 fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend(name.iter().map(u8::to_ascii_lowercase));
+    out.reserve(name.len() + value.len() + 4);
+    let start = out.len();
+    out.extend_from_slice(name);
+    out[start..].make_ascii_lowercase();
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");

@@ -200,7 +200,7 @@ pub fn ours(method: &Method, closing: bool, answer: &[u8]) -> (Vec<u8>, Outgoing
         &fields,
         method,
         closing,
-        b"Sun, 06 Dec 2026 20:00:00 GMT",
+        |out: &mut Vec<u8>| out.extend_from_slice(b"Sun, 06 Dec 2026 20:00:00 GMT"),
         &mut out,
     );
     (out, outgoing)

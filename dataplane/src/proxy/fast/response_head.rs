@@ -366,14 +366,13 @@ fn write_raw_head(
     keep_alive: bool,
     out: &mut Vec<u8>,
 ) -> (Framing, bool) {
-    let date = super::date::now();
     let outgoing = write_response_head(
         &raw.bytes,
         &raw.head,
         &raw.fields,
         method,
         !keep_alive,
-        &date,
+        super::date::extend,
         out,
     );
     let framing = match outgoing {
