@@ -383,7 +383,7 @@ impl Core {
             }
         }
         // The health machine lists routes in address order already; the lookup relies on it.
-        normal.sort_unstable_by_key(|e: &Arc<Endpoint>| e.addr);
+        normal.sort_unstable_by_key(|e: &Arc<Endpoint>| e.addr());
         let ramping = candidates.iter().any(|c| c.weight_factor < 1.0);
         let lb = &self.settings.policy.load_balancer;
         let (selector, spill) = match self.local_candidates(&candidates) {

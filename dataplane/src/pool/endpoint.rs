@@ -21,7 +21,6 @@ use crate::upstream::{IdleConnections, Upstream};
 type AttemptCounters = [OnceLock<IntCounter>; ATTEMPT_OUTCOMES.len()];
 
 pub struct Endpoint {
-    pub addr: SocketAddr,
     pub zone: Option<String>,
     pub upstream: Upstream,
     pub load: Arc<EndpointLoad>,
@@ -44,7 +43,6 @@ impl Endpoint {
         now: Instant,
     ) -> Self {
         Self {
-            addr: config.address,
             zone: config.zone.clone(),
             upstream: Upstream::in_pool(config.address, http2, tuning.keepalive, idle)
                 .with_direct_http1(tuning.http1_engine == Http1Engine::Fast),
@@ -53,6 +51,11 @@ impl Endpoint {
             attempts_vec: metrics.attempts.clone(),
             pool: Arc::clone(pool),
         }
+    }
+
+    /// Where the endpoint is (kept once, by its connections).
+    pub fn addr(&self) -> SocketAddr {
+        self.upstream.addr()
     }
 
     /// Count one try in `rollcall_attempts_total`.
@@ -67,7 +70,7 @@ impl Endpoint {
         // `slots` has one per outcome, so the index is in range.
         slots[i]
             .get_or_init(|| {
-                let addr = self.addr.to_string();
+                let addr = self.addr().to_string();
                 self.attempts_vec
                     .with_label_values(&[&*self.pool, &addr, label])
             })

@@ -84,15 +84,15 @@ impl Routing {
     pub fn routes_to(&self, addr: SocketAddr) -> bool {
         [&self.normal, &self.probation, &self.fallback]
             .iter()
-            .any(|list| list.iter().any(|e| e.addr == addr))
+            .any(|list| list.iter().any(|e| e.addr() == addr))
     }
 
     /// Whether an endpoint other than `exclude` and `also` could take a retry.
     pub fn has_untried(&self, exclude: &[SocketAddr], also: SocketAddr) -> bool {
         let untried = |addr: &SocketAddr| *addr != also && !exclude.contains(addr);
-        self.normal.iter().any(|e| untried(&e.addr))
-            || self.probation.iter().any(|e| untried(&e.addr))
-            || self.fallback.iter().any(|e| untried(&e.addr))
+        self.normal.iter().any(|e| untried(&e.addr()))
+            || self.probation.iter().any(|e| untried(&e.addr()))
+            || self.fallback.iter().any(|e| untried(&e.addr()))
     }
 
     /// Every routed endpoint and how (for tests and the owner's checks).
@@ -100,16 +100,16 @@ impl Routing {
         let mut routed: Vec<(SocketAddr, RouteClass)> = self
             .normal
             .iter()
-            .map(|e| (e.addr, RouteClass::Normal))
+            .map(|e| (e.addr(), RouteClass::Normal))
             .chain(
                 self.probation
                     .iter()
-                    .map(|e| (e.addr, RouteClass::Probation)),
+                    .map(|e| (e.addr(), RouteClass::Probation)),
             )
             .chain(
                 self.fallback
                     .iter()
-                    .map(|e| (e.addr, RouteClass::TerminatingFallback)),
+                    .map(|e| (e.addr(), RouteClass::TerminatingFallback)),
             )
             .collect();
         routed.sort_by_key(|(addr, _)| *addr);
@@ -118,7 +118,7 @@ impl Routing {
 
     fn normal_endpoint(&self, addr: SocketAddr) -> Option<&Arc<Endpoint>> {
         self.normal
-            .binary_search_by_key(&addr, |e| e.addr)
+            .binary_search_by_key(&addr, |e| e.addr())
             .ok()
             .map(|i| &self.normal[i])
     }
@@ -165,6 +165,6 @@ fn choose(list: &[Arc<Endpoint>], exclude: &[SocketAddr]) -> Option<Arc<Endpoint
     let start = rand::rng().random_range(0..list.len());
     (0..list.len())
         .map(|k| &list[(start + k) % list.len()])
-        .find(|e| !exclude.contains(&e.addr))
+        .find(|e| !exclude.contains(&e.addr()))
         .cloned()
 }

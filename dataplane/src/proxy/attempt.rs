@@ -246,7 +246,7 @@ fn classify(
         }) => {
             // Nothing reached the endpoint: the body is whole again.
             body.restore(unsent);
-            tracing::debug!(endpoint = %endpoint.addr, %error, "pooled connection was dead before writing");
+            tracing::debug!(endpoint = %endpoint.addr(), %error, "pooled connection was dead before writing");
             (Outcome::DeadPooledConnection, error.to_string(), None)
         }
         Err(SendError::Sent { error, malformed }) => {

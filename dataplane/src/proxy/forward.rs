@@ -244,10 +244,10 @@ async fn answer_request<B: ArrivingBody>(
         // A gRPC answer whose grpc-status comes in the trailers is judged when they arrive.
         let judged_later = grpc_call && result.grpc_status_in_trailers();
         record.answered(result.outcome, result.ended, judged_later);
-        let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr);
+        let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr());
         let next = plan.after_try(
             TryReport {
-                endpoint: endpoint.addr,
+                endpoint: endpoint.addr(),
                 outcome: result.outcome,
                 started: result.started,
                 ended: result.ended,
@@ -268,7 +268,7 @@ async fn answer_request<B: ArrivingBody>(
         ) {
             tracing::debug!(
                 pool = pool.name(),
-                endpoint = %endpoint.addr,
+                endpoint = %endpoint.addr(),
                 outcome = result.outcome.attempt_label(),
                 try_ms = (result.ended - result.started).as_millis() as u64,
                 request_ms = (result.ended - received).as_millis() as u64,

@@ -68,7 +68,7 @@ impl Reply<'_> {
             Some((answered, answered_at)) => {
                 let facts = Facts {
                     reason: None,
-                    endpoint: Some(answered.endpoint.addr),
+                    endpoint: Some(answered.endpoint.addr()),
                     tries: tried.len(),
                     first_byte: Some(answered_at),
                 };

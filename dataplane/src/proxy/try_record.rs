@@ -126,7 +126,7 @@ impl TryRecord {
         self.endpoint.count_attempt(outcome);
         let verdict = outcome.verdict();
         self.pool
-            .record_verdict(self.endpoint.addr, verdict, detail);
+            .record_verdict(self.endpoint.addr(), verdict, detail);
         in_flight.finish(verdict, head_at.saturating_duration_since(self.started), at);
     }
 }

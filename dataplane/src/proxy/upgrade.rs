@@ -156,7 +156,7 @@ pub(super) async fn forward(
             Some(arrival) => {
                 let facts = Facts {
                     reason: None,
-                    endpoint: Some(endpoint.addr),
+                    endpoint: Some(endpoint.addr()),
                     tries: tried.len(),
                     first_byte: Some(ended),
                 };
@@ -186,7 +186,7 @@ pub(super) async fn forward(
     let open_tunnel = endpoint.load.start();
     let tunnel = Tunnel {
         pool_name: pool.name().to_owned(),
-        addr: endpoint.addr,
+        addr: endpoint.addr(),
         tries,
         answered_at,
         idle_limit: pool.tuning().tunnel_idle,
@@ -266,7 +266,7 @@ async fn handshake(
     };
     record.answered(outcome, ended, false);
     // Once sent, an upgrade is never tried again: its stream is the request's own.
-    let answer = plan.last_try(endpoint.addr, outcome);
+    let answer = plan.last_try(endpoint.addr(), outcome);
     match (sent, answer) {
         (Some(Ok(response)), Answer::ThisTry) => Ok(Handshook {
             endpoint,
@@ -327,14 +327,14 @@ async fn open(
                 *detail = what;
                 // Nothing was sent: the planner may send it elsewhere after its back-off.
                 let report = TryReport {
-                    endpoint: endpoint.addr,
+                    endpoint: endpoint.addr(),
                     outcome,
                     started: now,
                     ended,
                     body_replayable: true,
                     unprocessed: false,
                 };
-                let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr);
+                let untried_left = pool.routing().has_untried(plan.tried(), endpoint.addr());
                 let cx = planner::Context {
                     rules: &settings.retry,
                     budget: pool.budget(),

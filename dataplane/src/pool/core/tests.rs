@@ -165,7 +165,7 @@ fn first_tries(core: &mut Core, now: Instant) -> [u32; 5] {
     let mut seen = [0; 5];
     for _ in 0..400 {
         let picked = routing.pick(None, &[], now).expect("a pick");
-        seen[number(picked.addr)] += 1;
+        seen[number(picked.addr())] += 1;
     }
     seen
 }
@@ -202,7 +202,7 @@ fn a_retry_may_go_to_any_zone() {
     let mut seen = [0; 5];
     for _ in 0..300 {
         let retry = routing.pick(None, &[addr(1)], now).expect("a retry");
-        seen[number(retry.addr)] += 1;
+        seen[number(retry.addr())] += 1;
     }
     assert_eq!(seen[1], 0, "never the endpoint that failed");
     assert!(seen[2] > 0 && seen[3] > 0 && seen[4] > 0, "{seen:?}");

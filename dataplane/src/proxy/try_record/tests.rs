@@ -217,7 +217,7 @@ impl Fixture {
 
     /// `rollcall_attempts_total` of the endpoint, by outcome label.
     fn attempts(&self) -> Vec<(&'static str, u64)> {
-        let addr = self.endpoint.addr.to_string();
+        let addr = self.endpoint.addr().to_string();
         ATTEMPT_OUTCOMES
             .iter()
             .map(|label| {
