@@ -43,6 +43,22 @@ ONLY = os.environ.get("ONLY", "direct rollcall before haproxy nginx").split()
 SIDECAR_ARGS = os.environ.get("SIDECAR_ARGS", "").split()
 # SIDECAR_THREADS_FLAG=0: a sidecar from before `--threads` (it then picks its own threads).
 THREADS_FLAG = os.environ.get("SIDECAR_THREADS_FLAG", "1") != "0"
+# HAProxy and nginx add the forwarding fields the sidecar adds (X-Forwarded-For, -Proto, -Host)
+# and pass the client's Host as it does, so every proxy hands the backends the same request;
+# FORWARDING_FIELDS=0 leaves them out (the setup of results before 2026-12-07 05:30). HAProxy's
+# rules are the cheapest that do it for this load (wrk sends none of these fields):
+# unconditional, not the sidecar's "only when the client did not", which costs HAProxy more as
+# ACLs.
+FORWARDING_FIELDS = os.environ.get("FORWARDING_FIELDS", "1") != "0"
+HAPROXY_FORWARDING = """    option forwardfor
+    http-request set-header X-Forwarded-Proto http
+    http-request set-header X-Forwarded-Host %[req.hdr(host)]
+"""
+NGINX_FORWARDING = """            proxy_set_header Host $http_host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $http_host;
+"""
 # BEFORE=/path/to/rollcall-sidecar: a second sidecar build in the same run (row `before`), for an
 # A/B of a change; BEFORE_THREADS_FLAG=0 when it predates `--threads`.
 BEFORE = os.environ.get("BEFORE")
@@ -270,6 +286,7 @@ def proxy_command(name, mode):
         path = os.path.join(OUT, "haproxy.cfg")
         servers = "\n".join(f"    server b{i} 127.0.0.1:{p} check inter 2s"
                             for i, p in enumerate(BACKENDS, 1))
+        forwarding = HAPROXY_FORWARDING if FORWARDING_FIELDS else ""
         with open(path, "w") as f:
             f.write(f"""global
     maxconn 4096
@@ -286,12 +303,13 @@ frontend bench
     default_backend backends
 backend backends
     balance leastconn
-{servers}
+{forwarding}{servers}
 """)
         return [HAPROXY, "-db", "-f", path]
     d = os.path.join(OUT, "nginx")
     os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
     servers = "\n".join(f"        server 127.0.0.1:{p};" for p in BACKENDS)
+    forwarding = NGINX_FORWARDING if FORWARDING_FIELDS else ""
     path = os.path.join(d, "nginx.conf")
     with open(path, "w") as f:
         f.write(f"""worker_processes {threads};
@@ -318,7 +336,7 @@ http {{
             proxy_pass http://backends;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
-            proxy_buffer_size 16k;
+{forwarding}            proxy_buffer_size 16k;
             proxy_buffers 8 16k;
         }}
     }}
