@@ -5,13 +5,14 @@
 //! a race, and an endpoint that returns while its drain finishes is never removed after its
 //! return. No lock is taken anywhere in here.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use super::endpoint::Endpoint;
+use super::endpoint_set::EndpointSet;
 use super::routing::Routing;
 use super::settings::{PoolSettings, Tuning};
 use super::view::{self, PoolView};
@@ -28,7 +29,7 @@ pub(super) struct Core {
     settings: Arc<PoolSettings>,
     tuning: Tuning,
     health: PoolHealth,
-    endpoints: HashMap<SocketAddr, Arc<Endpoint>>,
+    endpoints: EndpointSet,
     /// Idle HTTP/1.1 connections of every endpoint, under `Tuning::max_idle_connections`.
     idle: Arc<IdleConnections>,
     drains: EndpointDrains,
@@ -57,11 +58,12 @@ impl Core {
             idle: IdleConnections::counted(
                 tuning.max_idle_connections,
                 Some(metrics.idle_evictions.with_label_values(&[&*name])),
+                tuning.keepalive,
             ),
             name,
             settings,
             tuning,
-            endpoints: HashMap::new(),
+            endpoints: EndpointSet::default(),
             drains: EndpointDrains::default(),
             share: Arc::new(ShareTracker::new(now)),
             metrics,
@@ -99,9 +101,8 @@ impl Core {
         let http2 = self.settings.http2;
         let mut added = Vec::new();
         for config in roster {
-            let endpoint = self.endpoints.entry(config.address).or_insert_with(|| {
-                added.push(config.address);
-                Arc::new(Endpoint::new(
+            let new = self.endpoints.add_with(config.address, || {
+                Endpoint::new(
                     &self.name,
                     config,
                     http2,
@@ -109,8 +110,14 @@ impl Core {
                     &self.idle,
                     &self.metrics,
                     now,
-                ))
+                )
             });
+            if new {
+                added.push(config.address);
+            }
+            let Some(endpoint) = self.endpoints.get(&config.address) else {
+                continue;
+            };
             endpoint.upstream.set_http2(http2);
             endpoint.load.set_weight(config.weight);
             if self.drains.cancel(config.address) {

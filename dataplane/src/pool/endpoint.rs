@@ -44,7 +44,7 @@ impl Endpoint {
     ) -> Self {
         Self {
             zone: config.zone.clone(),
-            upstream: Upstream::in_pool(config.address, http2, tuning.keepalive, idle)
+            upstream: Upstream::in_pool(config.address, http2, idle)
                 .with_direct_http1(tuning.http1_engine == Http1Engine::Fast),
             load: Arc::new(EndpointLoad::with_weight(config.weight, now)),
             attempts: OnceLock::new(),

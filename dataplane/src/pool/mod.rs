@@ -27,6 +27,7 @@ use crate::retry::{RetryBudget, RetryReason};
 
 mod core;
 mod endpoint;
+mod endpoint_set;
 pub mod fleet;
 mod owner;
 mod routing;

@@ -1,15 +1,11 @@
 //! How a pool shows itself: the `/endpoints` view (the health machine's report of each endpoint
 //! plus its live load), and one structured log line and metric update per health event.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
-
 use serde::Serialize;
 use std::time::SystemTime;
 use tokio::time::Instant;
 
-use super::endpoint::Endpoint;
+use super::endpoint_set::EndpointSet;
 use crate::health::machine::{EndpointReport, Event, State, wall_clock};
 use crate::metrics::Metrics;
 
@@ -44,7 +40,7 @@ pub(super) fn build(
     name: &str,
     panic: bool,
     reports: Vec<EndpointReport>,
-    endpoints: &HashMap<SocketAddr, Arc<Endpoint>>,
+    endpoints: &EndpointSet,
     now: Instant,
 ) -> PoolView {
     let wall_now = SystemTime::now();

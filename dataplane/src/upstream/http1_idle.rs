@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 use prometheus::IntCounter;
 use tokio::time::Instant;
 
-use super::ProxyBody;
 use super::direct::DirectConn;
+use super::{KeepAlive, ProxyBody};
 
 /// Idle connections a pool keeps by default, over all its endpoints (Envoy's default
 /// `max_connections` per cluster is the same figure).
@@ -50,9 +50,11 @@ impl IdleConn {
     }
 }
 
-/// The idle connections of one pool.
+/// The idle connections of one pool. It also carries the pool's HTTP/2 keep-alive, which every
+/// endpoint's new connections get: kept here once per pool, not once per endpoint.
 pub struct IdleConnections {
     max_idle: usize,
+    keepalive: KeepAlive,
     /// Counts connections closed to stay within `max_idle`.
     evictions: Option<IntCounter>,
     inner: Mutex<Inner>,
@@ -101,13 +103,19 @@ pub(super) struct IdleKey {
 impl IdleConnections {
     /// A pool's idle set keeping at most `max_idle` connections (at least one).
     pub fn new(max_idle: usize) -> Arc<Self> {
-        Self::counted(max_idle, None)
+        Self::counted(max_idle, None, KeepAlive::default())
     }
 
     /// The same, counting the connections closed to stay within the budget in `evictions`.
-    pub fn counted(max_idle: usize, evictions: Option<IntCounter>) -> Arc<Self> {
+    /// The pool's endpoints' new HTTP/2 connections get `keepalive`.
+    pub fn counted(
+        max_idle: usize,
+        evictions: Option<IntCounter>,
+        keepalive: KeepAlive,
+    ) -> Arc<Self> {
         Arc::new(Self {
             max_idle: max_idle.max(1),
+            keepalive,
             evictions,
             inner: Mutex::new(Inner::default()),
         })
@@ -271,6 +279,11 @@ impl IdleKey {
             }
         }
         inner.compact();
+    }
+
+    /// The pool's HTTP/2 keep-alive.
+    pub(super) fn keepalive(&self) -> KeepAlive {
+        self.set.keepalive
     }
 
     /// Close this endpoint's idle connections.

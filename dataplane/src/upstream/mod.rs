@@ -96,7 +96,6 @@ pub struct Upstream {
     http2: AtomicBool,
     /// HTTP/1.1 goes on the sidecar's own connections (`direct`), not hyper's client.
     direct_http1: bool,
-    keepalive: KeepAlive,
     /// This endpoint's idle HTTP/1.1 connections, in its pool's set.
     idle: IdleKey,
     h2: ConnectionSet,
@@ -135,21 +134,16 @@ impl Upstream {
     /// An endpoint with an idle set of its own (the default budget) and default keep-alive.
     pub fn new(addr: SocketAddr, http2: bool) -> Self {
         let idle = IdleConnections::new(DEFAULT_MAX_IDLE_PER_POOL);
-        Self::in_pool(addr, http2, KeepAlive::default(), &idle)
+        Self::in_pool(addr, http2, &idle)
     }
 
-    /// An endpoint of a pool whose idle HTTP/1.1 connections are kept in `idle`.
-    pub fn in_pool(
-        addr: SocketAddr,
-        http2: bool,
-        keepalive: KeepAlive,
-        idle: &Arc<IdleConnections>,
-    ) -> Self {
+    /// An endpoint of a pool whose idle HTTP/1.1 connections are kept in `idle` (with the pool's
+    /// HTTP/2 keep-alive).
+    pub fn in_pool(addr: SocketAddr, http2: bool, idle: &Arc<IdleConnections>) -> Self {
         Self {
             addr,
             http2: AtomicBool::new(http2),
             direct_http1: false,
-            keepalive,
             idle: idle.key(),
             h2: ConnectionSet::default(),
             draining: AtomicBool::new(false),
@@ -166,6 +160,11 @@ impl Upstream {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address, borrowed (the pool's endpoint set looks endpoints up by it).
+    pub fn addr_ref(&self) -> &SocketAddr {
+        &self.addr
     }
 
     /// Connections currently open to this endpoint (idle and busy).
@@ -231,7 +230,7 @@ impl Upstream {
         let io = self.connect(connect_timeout).await?;
         let (tx, slot) = http2_set::handshake(
             io,
-            self.keepalive,
+            self.idle.keepalive(),
             &self.h2,
             !self.draining.load(Ordering::Acquire),
             |conn| self.drive(conn),

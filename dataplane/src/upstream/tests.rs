@@ -44,7 +44,7 @@ async fn one_request(upstream: &Upstream) -> Release {
 async fn idle_connections_are_reused_then_closed_when_they_expire() {
     let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
     let idle = IdleConnections::new(DEFAULT_MAX_IDLE_PER_POOL);
-    let upstream = Upstream::in_pool(backend.addr(), false, KeepAlive::default(), &idle);
+    let upstream = Upstream::in_pool(backend.addr(), false, &idle);
     let release = one_request(&upstream).await;
     upstream.release(release);
     let again = one_request(&upstream).await;
@@ -67,9 +67,9 @@ async fn past_the_pool_budget_the_connection_idle_longest_is_closed_whichever_en
     let first = TestBackend::spawn(Behavior::ok()).await.unwrap();
     let second = TestBackend::spawn(Behavior::ok()).await.unwrap();
     let evictions = prometheus::IntCounter::new("evictions", "test").unwrap();
-    let idle = IdleConnections::counted(2, Some(evictions.clone()));
-    let to_first = Upstream::in_pool(first.addr(), false, KeepAlive::default(), &idle);
-    let to_second = Upstream::in_pool(second.addr(), false, KeepAlive::default(), &idle);
+    let idle = IdleConnections::counted(2, Some(evictions.clone()), KeepAlive::default());
+    let to_first = Upstream::in_pool(first.addr(), false, &idle);
+    let to_second = Upstream::in_pool(second.addr(), false, &idle);
     // Two connections to the first endpoint, held at once, then idle: the budget is full.
     let a = one_request(&to_first).await;
     let b = one_request(&to_first).await;
@@ -95,7 +95,7 @@ async fn past_the_pool_budget_the_connection_idle_longest_is_closed_whichever_en
 async fn an_endpoint_that_is_gone_leaves_nothing_in_its_pools_budget() {
     let backend = TestBackend::spawn(Behavior::ok()).await.unwrap();
     let idle = IdleConnections::new(DEFAULT_MAX_IDLE_PER_POOL);
-    let upstream = Upstream::in_pool(backend.addr(), false, KeepAlive::default(), &idle);
+    let upstream = Upstream::in_pool(backend.addr(), false, &idle);
     let release = one_request(&upstream).await;
     upstream.release(release);
     assert_eq!(idle.len(), 1);
@@ -189,8 +189,8 @@ async fn an_http2_connection_whose_peer_stops_answering_pings_is_closed() {
         interval: Duration::from_millis(100),
         timeout: Duration::from_millis(100),
     };
-    let idle = IdleConnections::new(DEFAULT_MAX_IDLE_PER_POOL);
-    let upstream = Upstream::in_pool(addr, true, keepalive, &idle);
+    let idle = IdleConnections::counted(DEFAULT_MAX_IDLE_PER_POOL, None, keepalive);
+    let upstream = Upstream::in_pool(addr, true, &idle);
     let conn = upstream.acquire(Duration::from_secs(1)).await.unwrap();
     drop(conn);
     assert_eq!(upstream.open_connections(), 1);
@@ -210,13 +210,13 @@ async fn a_new_endpoint_in_a_freed_slot_is_judged_by_its_own_connections_age() {
     let older = TestBackend::spawn(Behavior::ok()).await.unwrap();
     let newer = TestBackend::spawn(Behavior::ok()).await.unwrap();
     let idle = IdleConnections::new(2);
-    let to_gone = Upstream::in_pool(gone.addr(), false, KeepAlive::default(), &idle);
+    let to_gone = Upstream::in_pool(gone.addr(), false, &idle);
     let release = one_request(&to_gone).await;
     to_gone.release(release);
     drop(to_gone);
     // Takes the slot the gone endpoint had; its connection goes idle first of the two left.
-    let to_older = Upstream::in_pool(older.addr(), false, KeepAlive::default(), &idle);
-    let to_newer = Upstream::in_pool(newer.addr(), false, KeepAlive::default(), &idle);
+    let to_older = Upstream::in_pool(older.addr(), false, &idle);
+    let to_newer = Upstream::in_pool(newer.addr(), false, &idle);
     let release = one_request(&to_older).await;
     to_older.release(release);
     let a = one_request(&to_newer).await;
