@@ -121,9 +121,9 @@ pub fn write_response_head(
             }
             _ => {
                 said_date |= *kind == Name::Date;
-                write_field(out, name, &buf[field.value.clone()]);
+                copy_field(out, buf, field);
                 for same in later {
-                    write_field(out, name, &buf[same.value.clone()]);
+                    copy_field(out, buf, same);
                 }
             }
         }
@@ -215,6 +215,23 @@ fn repeats_a_name(buf: &[u8], fields: &[Field]) -> bool {
         let name = &buf[field.name.clone()];
         fields[at + 1..].iter().any(|f| same_name(buf, f, name))
     })
+}
+
+/// `field`'s line as [`write_field`] writes it. Most endpoints write each line as that already
+/// (`Name: value` and CRLF): then the line is copied whole and its name lowered in place.
+fn copy_field(out: &mut Vec<u8>, buf: &[u8], field: &Field) {
+    let (name, value) = (field.name.clone(), field.value.clone());
+    let line_end = value.end + 2;
+    if value.start == name.end + 2
+        && buf.get(name.end..value.start) == Some(b": ")
+        && buf.get(value.end..line_end) == Some(b"\r\n")
+    {
+        let start = out.len();
+        out.extend_from_slice(&buf[name.start..line_end]);
+        out[start..start + name.len()].make_ascii_lowercase();
+    } else {
+        write_field(out, &buf[name], &buf[value]);
+    }
 }
 
 /// A field's line, its name in lower case as hyper writes names (copied, then lowered in

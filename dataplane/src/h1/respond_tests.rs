@@ -187,6 +187,14 @@ fn both_engines_write_the_same_head_to_the_client() {
             "HTTP/1.1 201 Created\r\nLocation: /x\r\nContent-Length: 2\r\n\r\nok",
             Outgoing::Length(2),
         ),
+        // Lines not written as `Name: value` (no space, spaces and a tab around the value,
+        // an empty value, a bare LF ending): each field is rewritten, not copied as it came.
+        (
+            &get,
+            false,
+            "HTTP/1.1 200 OK\r\nX-Tight:1\r\nX-Loose:  2 \t \r\nX-Tab:\t3\r\nX-Empty:\r\nX-Lf: 4\nServer: S\r\nContent-Length: 2\r\n\r\nok",
+            Outgoing::Length(2),
+        ),
         (
             &get,
             false,

@@ -223,7 +223,8 @@ impl IdleKey {
     /// The sidecar's own connections are ready whenever they are idle: only whether the
     /// endpoint closed them is asked.
     pub(super) async fn checkout(&self, wait: Duration) -> Option<IdleConn> {
-        let deadline = Instant::now() + wait;
+        // Read the clock only when a connection has to be waited for.
+        let mut deadline = None;
         loop {
             let idle = self.pop_newest()?;
             if idle.is_closed() {
@@ -236,6 +237,7 @@ impl IdleKey {
             if tx.is_ready() {
                 return Some(IdleConn::Hyper(tx));
             }
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + wait);
             if let Ok(Ok(())) = tokio::time::timeout_at(deadline, tx.ready()).await {
                 return Some(IdleConn::Hyper(tx));
             }
