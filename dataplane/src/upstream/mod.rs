@@ -104,7 +104,9 @@ pub struct Upstream {
     /// (or a close) needs it: most endpoints of a wide pool never get a connection from this
     /// sidecar, and a token is a 112-byte allocation each.
     close_all: OnceLock<CancellationToken>,
-    open: Arc<AtomicUsize>,
+    /// Connections open now, counted from the first one (most endpoints of a wide pool never
+    /// get one: the counter's own allocation is 32 bytes).
+    open: OnceLock<Arc<AtomicUsize>>,
 }
 
 // === impl Conn ===
@@ -148,7 +150,7 @@ impl Upstream {
             h2: ConnectionSet::default(),
             draining: AtomicBool::new(false),
             close_all: OnceLock::new(),
-            open: Arc::new(AtomicUsize::new(0)),
+            open: OnceLock::new(),
         }
     }
 
@@ -169,7 +171,9 @@ impl Upstream {
 
     /// Connections currently open to this endpoint (idle and busy).
     pub fn open_connections(&self) -> usize {
-        self.open.load(Ordering::Relaxed)
+        self.open
+            .get()
+            .map_or(0, |open| open.load(Ordering::Relaxed))
     }
 
     /// Whether the sidecar closed this endpoint's connections itself (drain deadline, shutdown):
@@ -178,6 +182,11 @@ impl Upstream {
         self.close_all
             .get()
             .is_some_and(CancellationToken::is_cancelled)
+    }
+
+    /// The counter of this endpoint's open connections, made with the first.
+    fn open_counter(&self) -> Arc<AtomicUsize> {
+        Arc::clone(self.open.get_or_init(Arc::default))
     }
 
     /// The token every connection task of this endpoint obeys.
@@ -219,7 +228,7 @@ impl Upstream {
 
     async fn open_direct(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
         let io = self.connect(connect_timeout).await?.into_inner();
-        let open = OpenGuard::new(self.open.clone());
+        let open = OpenGuard::new(self.open_counter());
         Ok(Conn::Direct {
             conn: DirectConn::new(io, self.close_token(), open),
             reused: false,
@@ -310,7 +319,7 @@ impl Upstream {
     /// Run a connection's I/O until it ends or the endpoint closes, counted as open meanwhile.
     fn drive<F: Future + Send + 'static>(&self, conn: F) {
         let close_all = self.close_token().clone();
-        let open = OpenGuard::new(self.open.clone());
+        let open = OpenGuard::new(self.open_counter());
         tokio::spawn(async move {
             let _open = open;
             tokio::select! {
