@@ -62,6 +62,8 @@ pub fn write_response_head(
     // Each name told apart once; the full survey of what `Connection` names (and `TE`) only
     // when there is something to survey: a `Connection` that says more than `keep-alive`, or
     // a `TE`.
+    // The parser takes at most `MAX_FIELDS`; every field needs its name class below.
+    debug_assert!(fields.len() <= MAX_FIELDS);
     let mut names = [Name::Other; MAX_FIELDS];
     let mut survey = false;
     for (name, field) in names.iter_mut().zip(fields) {

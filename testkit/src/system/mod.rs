@@ -42,13 +42,8 @@ pub fn free_port() -> anyhow::Result<SocketAddr> {
         .unwrap_or(32768);
     let (low, high) = (10_000u16, ephemeral_start);
     if high > low {
-        let span = u64::from(high - low);
         for _ in 0..200 {
-            let pick = std::hash::BuildHasher::hash_one(
-                &std::collections::hash_map::RandomState::new(),
-                std::time::SystemTime::now(),
-            );
-            let port = low + u16::try_from(pick % span).unwrap_or(0);
+            let port: u16 = rand::random_range(low..high);
             if GIVEN.lock().contains(&port) {
                 continue;
             }
