@@ -33,7 +33,6 @@
 //!   otherwise, and for repeat offenders, the ejection time is served in full (docs/design.md,
 //!   "Probation and slow start").
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -47,12 +46,14 @@ use crate::outlier::ErrorRateWindow;
 mod endpoint;
 mod endpoint_report;
 mod roster;
+mod table;
 mod types;
 
 pub use endpoint_report::{EndpointReport, Summary, wall_clock};
 pub use types::{Event, HealthSettings, Reason, Route, RouteClass, Routes, State};
 
 use endpoint::{Drain, Endpoint};
+use table::EndpointTable;
 
 /// A pool whose last request outcome is younger than this has traffic: probation is then
 /// earned on requests, not probes.
@@ -62,7 +63,7 @@ pub const RECENT_TRAFFIC: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct PoolHealth {
     settings: HealthSettings,
-    endpoints: BTreeMap<SocketAddr, Endpoint>,
+    endpoints: EndpointTable,
     panic: bool,
     /// When the last request outcome (of any endpoint) was recorded.
     last_request: Option<Instant>,
@@ -77,7 +78,7 @@ impl PoolHealth {
     pub fn new(settings: HealthSettings) -> Self {
         Self {
             settings,
-            endpoints: BTreeMap::new(),
+            endpoints: EndpointTable::default(),
             panic: false,
             last_request: None,
             window: ErrorRateWindow::new(),
@@ -303,7 +304,7 @@ impl PoolHealth {
         let mut events = Vec::new();
         let s = &self.settings;
         self.window.expire(s.error_rate_window, now);
-        for (addr, ep) in &mut self.endpoints {
+        for (addr, ep) in self.endpoints.iter_mut() {
             ep.decay(s.base_ejection, now);
             ep.detector.expire(s.error_rate_window, now);
             ep.try_readmit(*addr, s, now, &mut events);

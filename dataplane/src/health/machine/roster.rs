@@ -2,7 +2,6 @@
 //! up from the moment it joins), turning `terminating`, leaving and coming back. A whole roster
 //! applies in one pass with one panic evaluation, however large it is.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use tokio::time::Instant;
@@ -24,21 +23,46 @@ impl PoolHealth {
     }
 
     /// A whole roster, `(address, terminating)`: every listed endpoint is upserted, every other
-    /// one removed. One pass, and one panic evaluation, however large the roster.
+    /// one removed. One pass, and one panic evaluation, however large the roster. Endpoints
+    /// the table has a slot for are updated in roster order; newcomers are made in address
+    /// order and merged in at once (an address listed twice is joined twice, in roster order).
     pub fn apply_roster(&mut self, roster: &[(SocketAddr, bool)], now: Instant) -> Vec<Event> {
         let mut events = Vec::new();
         let serving = self.serving();
-        let before = self.endpoints.len();
-        for (addr, terminating) in roster {
-            self.upsert_one(*addr, *terminating, serving, now, &mut events);
+        let mut arriving: Vec<usize> = Vec::new();
+        for (i, (addr, terminating)) in roster.iter().enumerate() {
+            if self.endpoints.has_slot(addr) {
+                self.upsert_one(*addr, *terminating, serving, now, &mut events);
+            } else {
+                arriving.push(i);
+            }
         }
-        self.compact_after_arrivals(before);
-        let listed: HashSet<SocketAddr> = roster.iter().map(|(a, _)| *a).collect();
+        arriving.sort_unstable_by_key(|&i| (roster[i].0, i));
+        let distinct = arriving
+            .windows(2)
+            .filter(|w| roster[w[0]].0 != roster[w[1]].0)
+            .count()
+            + usize::from(!arriving.is_empty());
+        let mut arrivals: Vec<(SocketAddr, Option<Endpoint>)> = Vec::with_capacity(distinct);
+        for i in arriving {
+            let (addr, terminating) = roster[i];
+            if arrivals.last().is_none_or(|(last, _)| *last != addr) {
+                arrivals.push((addr, None));
+            }
+            if let Some((_, slot)) = arrivals.last_mut() {
+                let ep = slot.get_or_insert_with(|| Endpoint::new(serving, now));
+                join(ep, addr, terminating, now, &mut events);
+            }
+        }
+        self.endpoints.merge(arrivals);
+
+        let mut listed: Vec<SocketAddr> = roster.iter().map(|(a, _)| *a).collect();
+        listed.sort_unstable();
         let gone: Vec<SocketAddr> = self
             .endpoints
-            .keys()
-            .filter(|a| !listed.contains(a))
-            .copied()
+            .iter()
+            .map(|(a, _)| *a)
+            .filter(|a| listed.binary_search(a).is_err())
             .collect();
         for addr in gone {
             self.remove_one(addr, now, &mut events);
@@ -60,39 +84,10 @@ impl PoolHealth {
         now: Instant,
         events: &mut Vec<Event>,
     ) {
-        // A newcomer to a pool that is already serving ramps up from now; the first roster of a
-        // pool (nothing proven healthy yet) starts at full weight.
         let ep = self
             .endpoints
-            .entry(addr)
-            .or_insert_with(|| Endpoint::new(serving, now));
-        match (ep.drain, terminating) {
-            (None, true) => {
-                ep.drain = Some((Drain::Terminating, ep.state));
-                ep.set_state(addr, State::Draining, Reason::Terminating, now, events);
-            }
-            (Some((Drain::Removed, resume)), true) => {
-                ep.drain = Some((Drain::Terminating, resume));
-                ep.reason = Reason::Terminating;
-            }
-            (Some((_, resume)), false) => {
-                ep.drain = None;
-                ep.set_state(addr, resume, Reason::BackInRoster, now, events);
-            }
-            (None, false) | (Some((Drain::Terminating, _)), true) => {}
-        }
-    }
-
-    /// A B-tree filled by inserting addresses in order splits every node it fills and leaves
-    /// the left half behind: about half of each node is spare, some 240 bytes per endpoint.
-    /// When a roster brought many endpoints at once (the first one, above all), rebuild the
-    /// map from its sorted entries, which packs every node but the last. Contents and order
-    /// are unchanged; a few arrivals are left to ordinary inserts.
-    fn compact_after_arrivals(&mut self, before: usize) {
-        let arrived = self.endpoints.len().saturating_sub(before);
-        if arrived > 64 && arrived * 4 > self.endpoints.len() {
-            self.endpoints = std::mem::take(&mut self.endpoints).into_iter().collect();
-        }
+            .get_or_insert_with(addr, || Endpoint::new(serving, now));
+        join(ep, addr, terminating, now, events);
     }
 
     /// The endpoint left the roster: it drains (never routed again) until [`Self::forget`].
@@ -124,5 +119,32 @@ impl PoolHealth {
             }
             Some((Drain::Removed, _)) => {}
         }
+    }
+}
+
+/// `ep` is listed in the roster, `terminating` or not. A newcomer to a pool that is already
+/// serving ramps up from now (`Endpoint::new`'s `ramp`); the first roster of a pool (nothing
+/// proven healthy yet) starts at full weight.
+fn join(
+    ep: &mut Endpoint,
+    addr: SocketAddr,
+    terminating: bool,
+    now: Instant,
+    events: &mut Vec<Event>,
+) {
+    match (ep.drain, terminating) {
+        (None, true) => {
+            ep.drain = Some((Drain::Terminating, ep.state));
+            ep.set_state(addr, State::Draining, Reason::Terminating, now, events);
+        }
+        (Some((Drain::Removed, resume)), true) => {
+            ep.drain = Some((Drain::Terminating, resume));
+            ep.reason = Reason::Terminating;
+        }
+        (Some((_, resume)), false) => {
+            ep.drain = None;
+            ep.set_state(addr, resume, Reason::BackInRoster, now, events);
+        }
+        (None, false) | (Some((Drain::Terminating, _)), true) => {}
     }
 }
