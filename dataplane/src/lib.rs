@@ -22,4 +22,5 @@ pub mod retry;
 pub mod roster;
 pub mod runtime;
 pub mod sidecar;
+pub mod stamp;
 pub mod upstream;

@@ -5,7 +5,7 @@
 //! (but for a guard dropped mid-try, which reads the clock).
 //!
 //! Each average lives in one `AtomicU64` that packs the value (`f32`) with the time of its last
-//! sample (milliseconds since the load was created, `u32`), so an update is one compare-exchange
+//! sample (milliseconds on the process's stamp clock, `u32`, wrapping), so an update is one compare-exchange
 //! and a reader never sees a value with someone else's timestamp.
 
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use self::stall::SilenceCell;
 use super::share::PickWindow;
 use crate::outcome::Verdict;
+use crate::stamp;
 
 /// How long an estimate (latency or error rate) with no new sample holds before it relaxes
 /// toward zero, and the time constant it relaxes with: a starved endpoint is tried again.
@@ -68,7 +69,6 @@ pub fn is_stalled(waiting: u64, quiet: Duration, threshold: Duration) -> bool {
 /// for as long as the endpoint stays.
 #[derive(Debug)]
 pub struct EndpointLoad {
-    epoch: Instant,
     outstanding: AtomicU64,
     latency: AtomicU64,
     errors: AtomicU64,
@@ -103,10 +103,9 @@ impl EndpointLoad {
     /// is not eligible, which is the health machine's business).
     pub fn with_weight(weight: u32, now: Instant) -> Self {
         Self {
-            epoch: now,
             outstanding: AtomicU64::new(0),
             latency: AtomicU64::new(EMPTY),
-            errors: AtomicU64::new(pack(0.0, 0)),
+            errors: AtomicU64::new(pack(0.0, stamp::wrapping_millis(now))),
             weight: AtomicU32::new(weight.max(1)),
             silence: SilenceCell::new(),
             picks: PickWindow::default(),
@@ -270,10 +269,10 @@ impl EndpointLoad {
         }
     }
 
-    /// Milliseconds since this load was created, wrapping every ~49 days; differences are read
-    /// as signed, so they are right for any two instants less than ~24 days apart.
+    /// Milliseconds on the process's stamp clock (`crate::stamp::wrapping_millis`): one origin
+    /// for every load, so no load keeps its own 16-byte epoch.
     fn stamp(&self, now: Instant) -> u32 {
-        now.saturating_duration_since(self.epoch).as_millis() as u32
+        stamp::wrapping_millis(now)
     }
 
     fn elapsed_secs(&self, at: u32, now: Instant) -> f64 {

@@ -42,6 +42,7 @@ use rollcall_api::roster::ProbeVerdict;
 
 use crate::outcome::Verdict;
 use crate::outlier::ErrorRateWindow;
+use crate::stamp::Stamp;
 
 mod endpoint;
 mod endpoint_report;
@@ -259,7 +260,7 @@ impl PoolHealth {
         if verdict.is_failure() {
             ep.note_error(detail, now);
         } else if verdict == Verdict::Success {
-            ep.last_request_ok = Some(now);
+            ep.last_request_ok = Some(Stamp::at(now));
         }
         match ep.state {
             State::Ejected | State::Draining => return events,

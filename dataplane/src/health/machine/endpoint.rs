@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::{Event, HealthSettings, Reason, State};
 use crate::outlier::{Consecutive, Detector};
+use crate::stamp::Stamp;
 
 /// Longest error detail kept, in characters: enough for "connect: connection refused (os
 /// error 111)", too short to carry a request body by accident.
@@ -29,7 +30,7 @@ pub(super) enum Drain {
 pub(super) struct Endpoint {
     pub state: State,
     pub reason: Reason,
-    pub since: Instant,
+    pub since: Stamp,
     /// Set while draining, with the state to return to if the endpoint comes back.
     pub drain: Option<(Drain, State)>,
     pub probe_ok: u32,
@@ -39,19 +40,19 @@ pub(super) struct Endpoint {
     /// `n`: ejections that still weigh on the next ejection's length (decays while healthy).
     pub multiplier: u32,
     pub ejections_total: u64,
-    pub ejected_until: Option<Instant>,
+    pub ejected_until: Option<Stamp>,
     /// Start of the healthy stretch that is currently earning a decay of `multiplier`.
-    pub decay_from: Option<Instant>,
+    pub decay_from: Option<Stamp>,
     pub suppressed: bool,
     /// Start of the slow-start ramp: joining a pool that was already serving, or passing
     /// probation.
-    pub slow_start_from: Option<Instant>,
+    pub slow_start_from: Option<Stamp>,
     /// Boxed: most endpoints of a large pool never fail, and in place it is 40 bytes each.
     pub last_error: Option<Box<(String, Instant)>>,
     pub probe_successes: u64,
     pub probe_failures: u64,
     /// When a real request last succeeded.
-    pub last_request_ok: Option<Instant>,
+    pub last_request_ok: Option<Stamp>,
     /// The current streak of failing probes has been overruled by real requests (and said so).
     pub probes_overruled: bool,
     /// Probes have seen the fault behind the current ejection (it was theirs, or one failed
@@ -72,7 +73,7 @@ impl Endpoint {
         Self {
             state: State::Unknown,
             reason: Reason::New,
-            since: now,
+            since: Stamp::at(now),
             drain: None,
             probe_ok: 0,
             probe_fail: Consecutive::default(),
@@ -83,7 +84,7 @@ impl Endpoint {
             ejected_until: None,
             decay_from: None,
             suppressed: false,
-            slow_start_from: ramp.then_some(now),
+            slow_start_from: ramp.then(|| Stamp::at(now)),
             last_error: None,
             probe_successes: 0,
             probe_failures: 0,
@@ -112,10 +113,10 @@ impl Endpoint {
             to,
             reason,
         });
-        self.decay_from = (to == State::Healthy).then_some(now);
+        self.decay_from = (to == State::Healthy).then(|| Stamp::at(now));
         self.state = to;
         self.reason = reason;
-        self.since = now;
+        self.since = Stamp::at(now);
     }
 
     /// Turn healthy. From probation the ramp starts now; a newcomer's ramp, begun when it
@@ -128,7 +129,7 @@ impl Endpoint {
         events: &mut Vec<Event>,
     ) {
         if reason == Reason::ProbationPassed {
-            self.slow_start_from = Some(now);
+            self.slow_start_from = Some(Stamp::at(now));
         }
         self.suppressed = false;
         self.set_state(addr, State::Healthy, reason, now, events);
@@ -147,7 +148,7 @@ impl Endpoint {
         self.ejections_total = self.ejections_total.saturating_add(1);
         // An absurd configured maximum must not overflow the clock: a year is forever here.
         let time = settings.ejection_time(self.multiplier).min(YEAR);
-        self.ejected_until = Some(now.checked_add(time).unwrap_or(now));
+        self.ejected_until = Some(Stamp::at(now.checked_add(time).unwrap_or(now)));
         self.reset_evidence();
         self.suppressed = false;
         self.probes_overruled = false;
@@ -175,7 +176,9 @@ impl Endpoint {
         now: Instant,
         events: &mut Vec<Event>,
     ) {
-        let served = self.ejected_until.is_none_or(|until| now >= until);
+        let served = self
+            .ejected_until
+            .is_none_or(|until| now >= until.instant());
         let proven = settings.probes_enabled
             && self.probes_saw_fault
             && self.multiplier <= 1
@@ -198,7 +201,7 @@ impl Endpoint {
     /// its health check says.
     pub fn served_within(&self, window: Duration, now: Instant) -> bool {
         self.last_request_ok
-            .is_some_and(|ok| now.saturating_duration_since(ok) < window)
+            .is_some_and(|ok| now.saturating_duration_since(ok.instant()) < window)
     }
 
     /// One of this sidecar's own probes came back `ok` (its streaks already counted): update
@@ -218,7 +221,9 @@ impl Endpoint {
 
     /// Take one step off `multiplier` for every full `base` spent healthy.
     pub fn decay(&mut self, base: Duration, now: Instant) {
-        let Some(from) = self.decay_from else { return };
+        let Some(from) = self.decay_from.map(Stamp::instant) else {
+            return;
+        };
         if self.state != State::Healthy || self.multiplier == 0 {
             return;
         }
@@ -231,7 +236,7 @@ impl Endpoint {
             .unwrap_or(u32::MAX)
             .min(self.multiplier);
         self.multiplier -= steps;
-        self.decay_from = Some(from + base.saturating_mul(steps));
+        self.decay_from = Some(Stamp::at(from + base.saturating_mul(steps)));
     }
 
     /// Slow-start factor: 0.1 → 1.0 linearly over `window` from the start of the ramp, for an
@@ -240,7 +245,8 @@ impl Endpoint {
         let routed = matches!(self.state, State::Unknown | State::Healthy);
         match self.slow_start_from {
             Some(from) if routed && !window.is_zero() => {
-                let done = now.saturating_duration_since(from).as_secs_f64() / window.as_secs_f64();
+                let done = now.saturating_duration_since(from.instant()).as_secs_f64()
+                    / window.as_secs_f64();
                 (0.1 + 0.9 * done).min(1.0)
             }
             _ => 1.0,

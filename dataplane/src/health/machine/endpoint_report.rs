@@ -81,14 +81,14 @@ impl EndpointReport {
             address,
             state: ep.state,
             reason: ep.reason,
-            since: ep.since,
-            seconds_in_state: secs(ep.since),
+            since: ep.since.instant(),
+            seconds_in_state: secs(ep.since.instant()),
             ejection_multiplier: ep.multiplier,
             ejections_total: ep.ejections_total,
             ejection_remaining_seconds: ep
                 .ejected_until
                 .filter(|_| ep.state == State::Ejected)
-                .map(|until| until.saturating_duration_since(now).as_secs()),
+                .map(|until| until.instant().saturating_duration_since(now).as_secs()),
             consecutive_probe_failures: ep.probe_fail.get(),
             consecutive_probe_successes: ep.probe_ok,
             consecutive_gateway_errors: ep.detector.consecutive_gateway_errors(),
