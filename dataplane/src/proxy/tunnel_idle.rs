@@ -29,8 +29,11 @@ impl Activity {
         }
     }
 
+    /// Rounded up to the millisecond: rounded down, the last byte could be dated up to a
+    /// millisecond early and the tunnel closed that much before its limit (a test saw it).
     fn touch(&self) {
-        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let millis = self.start.elapsed().as_nanos().div_ceil(1_000_000);
+        let ms = u64::try_from(millis).unwrap_or(u64::MAX);
         self.last.fetch_max(ms, Ordering::Relaxed);
     }
 
