@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::endpoint::Endpoint;
+use super::endpoint::{Endpoint, PoolSeries};
 use super::endpoint_set::EndpointSet;
 use super::routing::Routing;
 use super::settings::{PoolSettings, Tuning};
@@ -35,6 +35,9 @@ pub(super) struct Core {
     drains: EndpointDrains,
     share: Arc<ShareTracker>,
     metrics: Arc<Metrics>,
+    series: Arc<PoolSeries>,
+    /// Every zone the pool's endpoints have named, each held once.
+    zones: Vec<Arc<str>>,
     /// Version of the last snapshot built.
     version: u64,
     /// Something routing depends on changed since the last snapshot.
@@ -60,6 +63,8 @@ impl Core {
                 Some(metrics.idle_evictions.with_label_values(&[&*name])),
                 tuning.keepalive,
             ),
+            series: PoolSeries::new(&name, &metrics),
+            zones: Vec::new(),
             name,
             settings,
             tuning,
@@ -101,14 +106,15 @@ impl Core {
         let http2 = self.settings.http2;
         let mut added = Vec::new();
         for config in roster {
+            let zone = config.zone.as_deref().map(|z| intern(&mut self.zones, z));
             let new = self.endpoints.add_with(config.address, || {
                 Endpoint::new(
-                    &self.name,
+                    &self.series,
                     config,
+                    zone,
                     http2,
                     &self.tuning,
                     &self.idle,
-                    &self.metrics,
                     now,
                 )
             });
@@ -413,6 +419,16 @@ impl Core {
             ramping,
         }
     }
+}
+
+/// The pool's one copy of `zone`, made the first time an endpoint names it.
+fn intern(zones: &mut Vec<Arc<str>>, zone: &str) -> Arc<str> {
+    if let Some(known) = zones.iter().find(|z| &***z == zone) {
+        return Arc::clone(known);
+    }
+    let new: Arc<str> = Arc::from(zone);
+    zones.push(Arc::clone(&new));
+    new
 }
 
 #[cfg(test)]

@@ -20,36 +20,52 @@ use crate::upstream::{IdleConnections, Upstream};
 
 type AttemptCounters = [OnceLock<IntCounter>; ATTEMPT_OUTCOMES.len()];
 
+/// What every endpoint of one pool shares, held once per pool instead of per endpoint: the
+/// pool's name and the `rollcall_attempts_total` family its series are made from.
+#[derive(Debug)]
+pub struct PoolSeries {
+    pool: Arc<str>,
+    attempts: IntCounterVec,
+}
+
+impl PoolSeries {
+    pub fn new(pool: &Arc<str>, metrics: &Metrics) -> Arc<Self> {
+        Arc::new(Self {
+            pool: Arc::clone(pool),
+            attempts: metrics.attempts.clone(),
+        })
+    }
+}
+
 pub struct Endpoint {
-    pub zone: Option<String>,
+    /// Shared by the pool's endpoints in the same zone (`Core` interns it).
+    pub zone: Option<Arc<str>>,
     pub upstream: Upstream,
     pub load: Arc<EndpointLoad>,
     /// One counter per outcome, in `ATTEMPT_OUTCOMES` order, made on first use; the slots
     /// themselves only once the endpoint has had a try (112 bytes an endpoint never tried
     /// does not hold: most of a large pool, for a sidecar that sends to few of it).
     attempts: OnceLock<Box<AttemptCounters>>,
-    attempts_vec: IntCounterVec,
-    pool: Arc<str>,
+    series: Arc<PoolSeries>,
 }
 
 impl Endpoint {
     pub(super) fn new(
-        pool: &Arc<str>,
+        series: &Arc<PoolSeries>,
         config: &EndpointConfig,
+        zone: Option<Arc<str>>,
         http2: bool,
         tuning: &Tuning,
         idle: &Arc<IdleConnections>,
-        metrics: &Metrics,
         now: Instant,
     ) -> Self {
         Self {
-            zone: config.zone.clone(),
+            zone,
             upstream: Upstream::in_pool(config.address, http2, idle)
                 .with_direct_http1(tuning.http1_engine == Http1Engine::Fast),
             load: Arc::new(EndpointLoad::with_weight(config.weight, now)),
             attempts: OnceLock::new(),
-            attempts_vec: metrics.attempts.clone(),
-            pool: Arc::clone(pool),
+            series: Arc::clone(series),
         }
     }
 
@@ -71,8 +87,9 @@ impl Endpoint {
         slots[i]
             .get_or_init(|| {
                 let addr = self.addr().to_string();
-                self.attempts_vec
-                    .with_label_values(&[&*self.pool, &addr, label])
+                self.series
+                    .attempts
+                    .with_label_values(&[&*self.series.pool, &addr, label])
             })
             .inc();
     }
@@ -93,12 +110,12 @@ mod tests {
             terminating: false,
         };
         let endpoint = Endpoint::new(
-            &pool,
+            &PoolSeries::new(&pool, &metrics),
             &config,
+            None,
             false,
             &Tuning::default(),
             &IdleConnections::new(1),
-            &metrics,
             Instant::now(),
         );
         let series = |m: &Metrics| -> Vec<String> {

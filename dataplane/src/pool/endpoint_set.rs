@@ -82,6 +82,7 @@ mod tests {
     use crate::config::EndpointConfig;
     use crate::metrics::Metrics;
     use crate::pool::Tuning;
+    use crate::pool::endpoint::PoolSeries;
     use crate::upstream::IdleConnections;
 
     fn endpoint(addr: SocketAddr) -> Endpoint {
@@ -92,12 +93,12 @@ mod tests {
             terminating: false,
         };
         Endpoint::new(
-            &Arc::from("shop/web"),
+            &PoolSeries::new(&Arc::from("shop/web"), &Metrics::new().unwrap()),
             &config,
+            None,
             false,
             &Tuning::default(),
             &IdleConnections::new(4),
-            &Metrics::new().unwrap(),
             Instant::now(),
         )
     }

@@ -51,7 +51,7 @@ pub(super) fn build(
             EndpointView {
                 since: humantime::format_rfc3339_seconds(wall_clock(health.since, now, wall_now))
                     .to_string(),
-                zone: live.and_then(|e| e.zone.clone()),
+                zone: live.and_then(|e| e.zone.as_deref().map(String::from)),
                 weight: live.map_or(0, |e| e.load.weight()),
                 in_flight: live.map_or(0, |e| e.load.outstanding()),
                 recent_error_rate: live

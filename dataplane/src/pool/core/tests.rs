@@ -260,3 +260,18 @@ fn a_zone_learnt_after_start_routes_the_next_snapshot_within_it() {
     core.set_local_zone("b".into());
     assert!(core.snapshot(now).is_none());
 }
+
+#[test]
+fn endpoints_of_one_zone_share_one_copy_of_its_name() {
+    let core = two_zones(true, Some("a"), Instant::now());
+    let zone = |n: u8| {
+        core.endpoints
+            .get(&addr(n))
+            .and_then(|e| e.zone.clone())
+            .expect("zoned")
+    };
+    assert!(Arc::ptr_eq(&zone(1), &zone(2)));
+    assert!(Arc::ptr_eq(&zone(3), &zone(4)));
+    assert_eq!((&*zone(1), &*zone(3)), ("a", "b"));
+    assert_eq!(core.zones.len(), 2);
+}
