@@ -139,12 +139,17 @@ impl EndpointLoad {
     /// Whether the endpoint has stopped answering: see [`is_stalled`]. The threshold is
     /// [`STALL_MULTIPLE`] times its latency estimate, at least [`STALL_FLOOR`].
     pub fn stalled(&self, now: Instant) -> bool {
+        self.stalled_at(Moment::of(now))
+    }
+
+    /// [`EndpointLoad::stalled`] at a moment read once for several loads.
+    pub(crate) fn stalled_at(&self, now: Moment) -> bool {
         let silence = self.silence.get();
         let Some(since) = silence.since else {
             return false;
         };
-        let quiet = Duration::from_secs_f64(self.elapsed_secs(since, now));
-        let threshold = self.latency_secs(now).map_or(STALL_FLOOR, |secs| {
+        let quiet = Duration::from_secs_f64(secs_between(since, now.0));
+        let threshold = self.latency_secs_at(now).map_or(STALL_FLOOR, |secs| {
             STALL_FLOOR.max(Duration::from_secs_f64(secs * STALL_MULTIPLE))
         });
         is_stalled(u64::from(silence.waiting), quiet, threshold)
@@ -191,17 +196,26 @@ impl EndpointLoad {
 
     /// Recent share of failed requests, 0.0..=1.0.
     pub fn error_rate(&self, now: Instant) -> f64 {
+        self.error_rate_at(Moment::of(now))
+    }
+
+    /// [`EndpointLoad::error_rate`] at a moment read once for several loads.
+    pub(crate) fn error_rate_at(&self, now: Moment) -> f64 {
         let (rate, at) = unpack(self.errors.load(Ordering::Acquire));
-        relax(f64::from(rate), self.elapsed_secs(at, now))
+        relax(f64::from(rate), secs_between(at, now.0))
     }
 
     pub(crate) fn latency_secs(&self, now: Instant) -> Option<f64> {
+        self.latency_secs_at(Moment::of(now))
+    }
+
+    pub(crate) fn latency_secs_at(&self, now: Moment) -> Option<f64> {
         let word = self.latency.load(Ordering::Acquire);
         if word == EMPTY {
             return None;
         }
         let (value, at) = unpack(word);
-        Some(relax(f64::from(value), self.elapsed_secs(at, now)))
+        Some(relax(f64::from(value), secs_between(at, now.0)))
     }
 
     /// Record how a request went. Private: outcomes come in through [`InFlight::finish`].
@@ -274,9 +288,16 @@ impl EndpointLoad {
     fn stamp(&self, now: Instant) -> u32 {
         stamp::wrapping_millis(now)
     }
+}
 
-    fn elapsed_secs(&self, at: u32, now: Instant) -> f64 {
-        secs_between(at, self.stamp(now))
+/// An instant on the loads' millisecond clock: a pick reads the clock's offset once and
+/// judges every candidate's load at it.
+#[derive(Clone, Copy, Debug)]
+pub struct Moment(u32);
+
+impl Moment {
+    pub fn of(now: Instant) -> Self {
+        Self(stamp::wrapping_millis(now))
     }
 }
 

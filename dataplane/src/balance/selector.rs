@@ -44,7 +44,7 @@ use rand::{Rng, SeedableRng};
 use rollcall_api::policy::{Algorithm, LoadBalancer};
 use tokio::time::Instant;
 
-use super::load::EndpointLoad;
+use super::load::{EndpointLoad, Moment};
 use super::ring::{Ring, key_hash};
 use super::round_robin::Schedule;
 use super::share::ShareTracker;
@@ -125,7 +125,7 @@ struct Slot {
 /// What one pick knows.
 struct Pick<'a> {
     exclude: &'a [SocketAddr],
-    now: Instant,
+    now: Moment,
     tick: u64,
     total: u64,
 }
@@ -208,7 +208,7 @@ impl Selector {
         let tick = self.share.tick(now);
         let pick = Pick {
             exclude,
-            now,
+            now: Moment::of(now),
             tick,
             total: self.share.total_at(tick),
         };
@@ -328,17 +328,17 @@ impl Selector {
 
     /// Whether the candidate has stopped answering (`EndpointLoad::stalled`).
     fn stalled(&self, index: usize, pick: &Pick<'_>) -> bool {
-        self.candidates[index].load.stalled(pick.now)
+        self.candidates[index].load.stalled_at(pick.now)
     }
 
     /// The costs of two candidates; `tie` (as many in flight) brings their latencies within
     /// [`TIE_LATENCY_RATIO`] of each other, for the coin.
-    fn costs(&self, a: usize, b: usize, now: Instant, cost: Cost, tie: bool) -> (f64, f64) {
+    fn costs(&self, a: usize, b: usize, now: Moment, cost: Cost, tie: bool) -> (f64, f64) {
         let (latency_a, latency_b) = match cost {
             Cost::Requests => (1.0, 1.0),
             Cost::Latency => {
-                let a = self.candidates[a].load.latency_secs(now);
-                let b = self.candidates[b].load.latency_secs(now);
+                let a = self.candidates[a].load.latency_secs_at(now);
+                let b = self.candidates[b].load.latency_secs_at(now);
                 let (a, b) = match (a, b) {
                     (Some(a), Some(b)) => (a.max(MIN_LATENCY_SECS), b.max(MIN_LATENCY_SECS)),
                     (Some(known), None) | (None, Some(known)) => (known, known),
@@ -357,9 +357,9 @@ impl Selector {
         )
     }
 
-    fn cost(&self, index: usize, latency: f64, now: Instant) -> f64 {
+    fn cost(&self, index: usize, latency: f64, now: Moment) -> f64 {
         let load = &self.candidates[index].load;
-        let penalty = 1.0 + ERROR_PENALTY * (load.error_rate(now) - NOISE_ERROR_RATE).max(0.0);
+        let penalty = 1.0 + ERROR_PENALTY * (load.error_rate_at(now) - NOISE_ERROR_RATE).max(0.0);
         latency * (load.outstanding() as f64 + 1.0) / self.slots[index].weight * penalty
     }
 
@@ -368,7 +368,7 @@ impl Selector {
     /// Whether one more pick would take this candidate over its cap.
     fn over_cap(&self, index: usize, pick: &Pick<'_>) -> bool {
         let slot = &self.slots[index];
-        let multiple = if self.candidates[index].load.error_rate(pick.now) > FAILING_ERROR_RATE {
+        let multiple = if self.candidates[index].load.error_rate_at(pick.now) > FAILING_ERROR_RATE {
             1.0
         } else {
             self.max_share_multiple
