@@ -39,7 +39,7 @@ pub(super) struct Endpoint {
     pub probation_ok: u32,
     /// `n`: ejections that still weigh on the next ejection's length (decays while healthy).
     pub multiplier: u32,
-    pub ejections_total: u64,
+    pub ejections_total: u32,
     pub ejected_until: Option<Stamp>,
     /// Start of the healthy stretch that is currently earning a decay of `multiplier`.
     pub decay_from: Option<Stamp>,
@@ -49,8 +49,8 @@ pub(super) struct Endpoint {
     pub slow_start_from: Option<Stamp>,
     /// Boxed: most endpoints of a large pool never fail, and in place it is 40 bytes each.
     pub last_error: Option<Box<(String, Instant)>>,
-    pub probe_successes: u64,
-    pub probe_failures: u64,
+    pub probe_successes: u32,
+    pub probe_failures: u32,
     /// When a real request last succeeded.
     pub last_request_ok: Option<Stamp>,
     /// The current streak of failing probes has been overruled by real requests (and said so).

@@ -84,7 +84,7 @@ impl EndpointReport {
             since: ep.since.instant(),
             seconds_in_state: secs(ep.since.instant()),
             ejection_multiplier: ep.multiplier,
-            ejections_total: ep.ejections_total,
+            ejections_total: u64::from(ep.ejections_total),
             ejection_remaining_seconds: ep
                 .ejected_until
                 .filter(|_| ep.state == State::Ejected)
@@ -99,8 +99,8 @@ impl EndpointReport {
             last_error: ep.last_error.as_deref().map(|(d, _)| d.clone()),
             seconds_since_last_error: ep.last_error.as_deref().map(|(_, at)| secs(*at)),
             ejection_suppressed: ep.suppressed,
-            probe_successes_total: ep.probe_successes,
-            probe_failures_total: ep.probe_failures,
+            probe_successes_total: u64::from(ep.probe_successes),
+            probe_failures_total: u64::from(ep.probe_failures),
             weight_factor: ep.weight_factor(settings.slow_start_window, now),
             probe_verdict: ep.own_verdict,
         }

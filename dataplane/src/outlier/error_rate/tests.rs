@@ -96,6 +96,27 @@ fn expire_drops_old_buckets_and_clear_forgets_everything() {
 }
 
 #[test]
+fn a_window_that_empties_lets_go_of_its_storage_and_counts_again_from_scratch() {
+    let t0 = Instant::now();
+    let mut w = ErrorRateWindow::new();
+    assert!(!w.holds_storage(), "nothing made before the first request");
+    record_n(&mut w, 4, true, t0);
+    assert!(w.holds_storage());
+    w.expire(WINDOW, t0 + 20 * SEC);
+    assert!(!w.holds_storage(), "every bucket left the window");
+    record_n(&mut w, 2, false, t0 + 21 * SEC);
+    assert_eq!(
+        w.counts(WINDOW, t0 + 21 * SEC),
+        WindowCounts {
+            requests: 2,
+            failures: 0
+        }
+    );
+    w.clear();
+    assert!(!w.holds_storage());
+}
+
+#[test]
 fn a_shorter_window_after_reload_applies_immediately() {
     let t0 = Instant::now();
     let mut w = ErrorRateWindow::new();
