@@ -100,13 +100,19 @@ pub struct Upstream {
     idle: IdleKey,
     h2: ConnectionSet,
     draining: AtomicBool,
-    /// Cancelling ends every connection task of this endpoint. Made when the first connection
-    /// (or a close) needs it: most endpoints of a wide pool never get a connection from this
-    /// sidecar, and a token is a 112-byte allocation each.
-    close_all: OnceLock<CancellationToken>,
-    /// Connections open now, counted from the first one (most endpoints of a wide pool never
-    /// get one: the counter's own allocation is 32 bytes).
-    open: OnceLock<Arc<AtomicUsize>>,
+    /// What only an endpoint with connections needs, made with the first (or by a close):
+    /// most endpoints of a wide pool never get a connection from this sidecar, and the two
+    /// parts are allocations of 112 and 32 bytes.
+    live: OnceLock<Box<Live>>,
+}
+
+/// An endpoint's connection bookkeeping, made with its first connection.
+#[derive(Debug, Default)]
+struct Live {
+    /// Cancelling ends every connection task of this endpoint.
+    close_all: CancellationToken,
+    /// Connections open now.
+    open: Arc<AtomicUsize>,
 }
 
 // === impl Conn ===
@@ -149,8 +155,7 @@ impl Upstream {
             idle: idle.key(),
             h2: ConnectionSet::default(),
             draining: AtomicBool::new(false),
-            close_all: OnceLock::new(),
-            open: OnceLock::new(),
+            live: OnceLock::new(),
         }
     }
 
@@ -171,27 +176,31 @@ impl Upstream {
 
     /// Connections currently open to this endpoint (idle and busy).
     pub fn open_connections(&self) -> usize {
-        self.open
+        self.live
             .get()
-            .map_or(0, |open| open.load(Ordering::Relaxed))
+            .map_or(0, |live| live.open.load(Ordering::Relaxed))
     }
 
     /// Whether the sidecar closed this endpoint's connections itself (drain deadline, shutdown):
     /// a request that failed then failed because of us, not the endpoint.
     pub fn closed_locally(&self) -> bool {
-        self.close_all
+        self.live
             .get()
-            .is_some_and(CancellationToken::is_cancelled)
+            .is_some_and(|live| live.close_all.is_cancelled())
+    }
+
+    fn live(&self) -> &Live {
+        self.live.get_or_init(Box::default)
     }
 
     /// The counter of this endpoint's open connections, made with the first.
     fn open_counter(&self) -> Arc<AtomicUsize> {
-        Arc::clone(self.open.get_or_init(Arc::default))
+        Arc::clone(&self.live().open)
     }
 
     /// The token every connection task of this endpoint obeys.
     fn close_token(&self) -> &CancellationToken {
-        self.close_all.get_or_init(CancellationToken::new)
+        &self.live().close_all
     }
 
     /// A connection: a live pooled one if there is one with room, else a new one. Opening one
@@ -390,8 +399,8 @@ impl Upstream {
 
 impl Drop for Upstream {
     fn drop(&mut self) {
-        if let Some(close_all) = self.close_all.get() {
-            close_all.cancel();
+        if let Some(live) = self.live.get() {
+            live.close_all.cancel();
         }
     }
 }
