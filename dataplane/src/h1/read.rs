@@ -34,11 +34,16 @@ pub fn make_room(buf: &mut BytesMut) {
 
 /// Make room in `buf` for a read of `want` bytes (a body's rest, when its length is known: a
 /// 16 KiB answer then takes two reads and goes on as two pieces, not three of 8 KiB), and at
-/// least `READ_ROOM`; when it grows, it grows by `READ_CHUNK` at least.
+/// least `READ_ROOM`; when it grows, it grows by `READ_CHUNK` at least, and to `READ_ROOM`
+/// more than `want`. The slack matters: a read that fills its room exactly leaves the socket
+/// marked readable, so the next look at it (the idle check before reuse, the next head) costs
+/// a system call that finds nothing; with room to spare the read comes up short and the
+/// runtime knows the socket is drained. A buffer sized exactly to one 16 KiB answer cost a
+/// wasted `recvfrom` on every request after it.
 fn make_room_for(buf: &mut BytesMut, want: usize) {
     let room = buf.capacity() - buf.len();
-    if room < READ_ROOM || room < want {
-        buf.reserve(want.max(READ_CHUNK));
+    if room < READ_ROOM || room <= want {
+        buf.reserve(want.saturating_add(READ_ROOM).max(READ_CHUNK));
     }
 }
 
@@ -135,4 +140,38 @@ fn trailer_fields(section: &[u8]) -> Option<HeaderMap> {
         }
     }
     Some(trailers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_for_a_known_rest_always_has_room_beyond_it() {
+        // The buffer one 16 KiB answer left behind: room for exactly that answer again.
+        let mut buf = BytesMut::with_capacity(16_640);
+        for want in [1, READ_ROOM, 8_448, 16_640, READ_MOST] {
+            make_room_for(&mut buf, want);
+            let room = buf.capacity() - buf.len();
+            assert!(
+                room > want,
+                "want {want}, room {room}: a full read keeps the socket marked readable"
+            );
+            assert!(room >= READ_ROOM);
+        }
+    }
+
+    #[test]
+    fn a_buffer_with_enough_room_is_left_alone() {
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        buf.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+        let before = buf.as_ptr();
+        make_room(&mut buf);
+        assert_eq!(
+            buf.as_ptr(),
+            before,
+            "no new buffer while the head in it may be shared"
+        );
+        assert_eq!(buf.capacity(), READ_CHUNK);
+    }
 }
