@@ -267,8 +267,8 @@ fn an_ejection_during_slow_start_ends_the_ramp() {
 
 #[test]
 fn a_large_arrival_keeps_every_endpoint_state_and_the_address_order() {
-    // Enough arrivals at once to repack the map (`compact_after_arrivals`), around an
-    // endpoint that is ejected and one that is draining.
+    // Many arrivals at once (merged into the table in one pass), around an endpoint that is
+    // ejected and one that is draining.
     let mut fx = Fx::healthy(settings(), 4);
     fx.eject(1);
     fx.pool.remove(addr(2), fx.now);
@@ -295,4 +295,34 @@ fn a_large_arrival_keeps_every_endpoint_state_and_the_address_order() {
     sorted.sort();
     assert_eq!(listed.len(), 304);
     assert_eq!(listed, sorted, "reports stay in address order");
+}
+
+#[test]
+fn a_newcomer_listed_twice_is_joined_twice_in_roster_order_and_kept_once() {
+    let mut fx = Fx::healthy(settings(), 1);
+    let events = fx.pool.apply_roster(
+        &[
+            (addr(1), false),
+            (addr(5), false),
+            (addr(5), true),
+            (addr(6), true),
+            (addr(6), false),
+        ],
+        fx.now,
+    );
+    assert_eq!(
+        events,
+        vec![
+            moved(5, State::Unknown, State::Draining, Reason::Terminating),
+            moved(6, State::Unknown, State::Draining, Reason::Terminating),
+            moved(6, State::Draining, State::Unknown, Reason::BackInRoster),
+        ]
+    );
+    assert_eq!(
+        fx.state(5),
+        State::Draining,
+        "its last listing said terminating"
+    );
+    assert_eq!(fx.state(6), State::Unknown, "its last listing said serving");
+    assert_eq!(fx.pool.len(), 3);
 }
