@@ -29,7 +29,7 @@ const READ_MOST: usize = 64 * 1024;
 /// message read from the buffer is still in flight (it shares the buffer) means a new one, so
 /// growing at every read cost an 8 KiB allocation per request.
 pub fn make_room(buf: &mut BytesMut) {
-    make_room_for(buf, READ_ROOM);
+    make_room_for(buf, 0);
 }
 
 /// Make room in `buf` for a read of `want` bytes (a body's rest, when its length is known: a
@@ -159,6 +159,21 @@ mod tests {
             );
             assert!(room >= READ_ROOM);
         }
+    }
+
+    #[test]
+    fn a_head_read_grows_the_buffer_only_below_the_least_room() {
+        let mut buf = BytesMut::with_capacity(READ_ROOM);
+        let before = buf.as_ptr();
+        make_room(&mut buf);
+        assert_eq!(
+            buf.as_ptr(),
+            before,
+            "exactly READ_ROOM left is room enough"
+        );
+        buf.extend_from_slice(b"x");
+        make_room(&mut buf);
+        assert!(buf.capacity() - buf.len() >= READ_CHUNK);
     }
 
     #[test]

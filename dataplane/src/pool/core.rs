@@ -134,6 +134,9 @@ impl Core {
         for addr in self.endpoints.keys().filter(|a| !listed.contains(a)) {
             self.drains.start(*addr, now);
         }
+        // A zone no endpoint names any more is let go (a pool's zone names only change if its
+        // endpoints' topology labels do).
+        self.zones.retain(|zone| Arc::strong_count(zone) > 1);
         let entries: Vec<(SocketAddr, bool)> =
             roster.iter().map(|e| (e.address, e.terminating)).collect();
         let events = self.health.apply_roster(&entries, now);

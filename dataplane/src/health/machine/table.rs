@@ -7,8 +7,8 @@
 //!
 //! Forgetting an endpoint leaves its slot vacant (a drained pool is forgotten one endpoint at
 //! a time, and closing each gap at once would move the whole tail every time); the vacant
-//! slots go when they outnumber the live ones or at the next merge. An address whose slot is
-//! vacant comes back into it.
+//! slots go when they outnumber the live ones (and number more than 16) or at the next merge.
+//! An address whose slot is vacant comes back into it.
 
 use std::net::SocketAddr;
 
@@ -79,9 +79,10 @@ impl EndpointTable {
     }
 
     /// Add records for addresses that have no slot, sorted by address and each once (the
-    /// caller's guarantee; checked in debug builds). One pass; vacant slots are dropped on
-    /// the way, and the table is sized exactly.
-    pub fn merge(&mut self, arrivals: Vec<(SocketAddr, Option<Endpoint>)>) {
+    /// caller's guarantee; checked in debug builds). In place, from the back: vacant slots are
+    /// dropped first, the table grows by exactly the arrivals (no second copy of it, however
+    /// few arrive), and each record moves once.
+    pub fn merge(&mut self, mut arrivals: Vec<(SocketAddr, Option<Endpoint>)>) {
         debug_assert!(arrivals.windows(2).all(|w| w[0].0 < w[1].0));
         debug_assert!(arrivals.iter().all(|(a, _)| !self.has_slot(a)));
         if arrivals.is_empty() {
@@ -92,22 +93,25 @@ impl EndpointTable {
             self.vacant = self.slots.iter().filter(|(_, e)| e.is_none()).count();
             return;
         }
-        let old = std::mem::take(&mut self.slots);
-        let mut merged = Vec::with_capacity(old.len() - self.vacant + arrivals.len());
-        let mut old = old.into_iter().filter(|(_, e)| e.is_some()).peekable();
-        let mut new = arrivals.into_iter().peekable();
-        loop {
-            let take_old = match (old.peek(), new.peek()) {
-                (Some(o), Some(n)) => o.0 < n.0,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            let next = if take_old { old.next() } else { new.next() };
-            merged.extend(next);
+        if self.vacant > 0 {
+            self.slots.retain(|(_, e)| e.is_some());
         }
-        self.vacant = merged.iter().filter(|(_, e)| e.is_none()).count();
-        self.slots = merged;
+        let mut old = self.slots.len();
+        let mut end = old + arrivals.len();
+        self.slots.reserve_exact(arrivals.len());
+        // Placeholders to be overwritten; below `end`, `old..end` always holds placeholders.
+        self.slots
+            .extend(arrivals.iter().map(|(addr, _)| (*addr, None)));
+        while let Some(arrival) = arrivals.pop() {
+            while old > 0 && self.slots[old - 1].0 > arrival.0 {
+                self.slots.swap(old - 1, end - 1);
+                old -= 1;
+                end -= 1;
+            }
+            self.slots[end - 1] = arrival;
+            end -= 1;
+        }
+        self.vacant = self.slots.iter().filter(|(_, e)| e.is_none()).count();
     }
 
     /// Forget `addr`'s record; its slot stays, vacant, until the next sweep.
@@ -209,6 +213,39 @@ mod tests {
             "swept once vacant slots outnumber live ones"
         );
         assert_eq!(keys(&table), (51..100).map(addr).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_few_arrivals_grow_the_table_by_exactly_them() {
+        let mut table = EndpointTable::default();
+        table.merge((0..50).map(|n| (addr(n * 2), Some(record()))).collect());
+        let before = table.slots.capacity();
+        table.merge(vec![(addr(41), Some(record()))]);
+        assert_eq!(table.slots.capacity(), before + 1);
+        table.merge(vec![(addr(1), Some(record())), (addr(200), Some(record()))]);
+        assert_eq!(table.slots.capacity(), before + 3);
+        let mut expected: Vec<SocketAddr> = (0..50).map(|n| addr(n * 2)).collect();
+        expected.extend([addr(1), addr(41), addr(200)]);
+        expected.sort();
+        assert_eq!(keys(&table), expected);
+        assert_eq!(table.len(), 53);
+    }
+
+    #[test]
+    fn merging_into_a_table_of_vacant_slots_and_after_a_sweep() {
+        let mut table = EndpointTable::default();
+        table.merge((0..40).map(|n| (addr(n), Some(record()))).collect());
+        for n in 0..40 {
+            table.remove(&addr(n));
+        }
+        assert_eq!(table.len(), 0);
+        assert!(table.is_empty());
+        table.merge(vec![(addr(100), Some(record()))]);
+        assert_eq!(keys(&table), vec![addr(100)]);
+        assert_eq!(table.slot_count(), 1, "the swept and vacant slots are gone");
+        table.get_or_insert_with(addr(5), record);
+        table.merge(vec![(addr(3), Some(record())), (addr(7), Some(record()))]);
+        assert_eq!(keys(&table), vec![addr(3), addr(5), addr(7), addr(100)]);
     }
 
     #[test]

@@ -326,3 +326,46 @@ fn a_newcomer_listed_twice_is_joined_twice_in_roster_order_and_kept_once() {
     assert_eq!(fx.state(6), State::Unknown, "its last listing said serving");
     assert_eq!(fx.pool.len(), 3);
 }
+
+#[test]
+fn a_forgotten_endpoint_listed_again_is_a_newcomer_in_its_old_slot() {
+    let mut fx = Fx::healthy(settings(), 3);
+    fx.pool.remove(addr(2), fx.now);
+    fx.pool.forget(addr(2));
+    assert_eq!(fx.pool.len(), 2);
+    let events = fx.pool.apply_roster(
+        &[(addr(1), false), (addr(2), false), (addr(3), false)],
+        fx.now,
+    );
+    assert_eq!(events, vec![], "joining is not a transition");
+    assert_eq!(fx.pool.len(), 3);
+    assert_eq!(fx.state(2), State::Unknown);
+    assert_eq!(fx.report(2).reason, Reason::New);
+    assert!(
+        close(fx.weight(2), 0.1),
+        "a newcomer to a serving pool ramps"
+    );
+}
+
+#[test]
+fn known_endpoints_change_first_in_roster_order_then_newcomers_in_address_order() {
+    let mut fx = Fx::healthy(settings(), 2);
+    let events = fx.pool.apply_roster(
+        &[
+            (addr(9), true),
+            (addr(2), true),
+            (addr(7), true),
+            (addr(1), true),
+        ],
+        fx.now,
+    );
+    assert_eq!(
+        events,
+        vec![
+            moved(2, State::Healthy, State::Draining, Reason::Terminating),
+            moved(1, State::Healthy, State::Draining, Reason::Terminating),
+            moved(7, State::Unknown, State::Draining, Reason::Terminating),
+            moved(9, State::Unknown, State::Draining, Reason::Terminating),
+        ]
+    );
+}
