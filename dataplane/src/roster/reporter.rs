@@ -158,8 +158,12 @@ impl Stream<'_> {
     /// Sample the views and send what is due, all of it or (the queue is busy) none of it.
     async fn sample(&mut self) {
         let now = Instant::now();
-        let views = self.runtime.views().await;
+        // The versions before the views: a roster applied between the two reads then shows
+        // as a view newer than the version it is labelled with (the controller counts this
+        // sidecar behind until the next sample), never as an old view under the new version
+        // (a pool reported complete and empty under the version that filled it).
         let current = self.versions.borrow().clone();
+        let views = self.runtime.views().await;
         let Some(due) = self.sent.due(
             &views,
             &current,
