@@ -1,8 +1,9 @@
 //! Live load of one endpoint: requests in flight, peak-EWMA latency of successes, the recent
-//! error rate, the static weight, and whether it has stopped answering (a stall). The pool
-//! shares one `Arc<EndpointLoad>` per endpoint with every selector built over it, so the
-//! statistics survive selector rebuilds. Reads and writes are plain atomics; time is passed in
-//! (but for a guard dropped mid-try, which reads the clock).
+//! error rate, the static weight, and whether it has stopped answering (a stall). The load
+//! lives inside what holds it ([`HoldsLoad`]: in a pool, the endpoint itself, one allocation
+//! for both), and every selector built over the pool shares that, so the statistics survive
+//! selector rebuilds. Reads and writes are plain atomics; time is passed in (but for a guard
+//! dropped mid-try, which reads the clock).
 //!
 //! Each average lives in one `AtomicU64` that packs the value (`f32`) with the time of its last
 //! sample (milliseconds on the process's stamp clock, `u32`, wrapping), so an update is one compare-exchange
@@ -65,6 +66,18 @@ pub fn is_stalled(waiting: u64, quiet: Duration, threshold: Duration) -> bool {
     }
 }
 
+/// What an endpoint's load lives in: an [`InFlight`] guard keeps its holder alive, so the load
+/// need not be an allocation of its own.
+pub trait HoldsLoad: std::fmt::Debug + Send + Sync + 'static {
+    fn load(&self) -> &EndpointLoad;
+}
+
+impl HoldsLoad for EndpointLoad {
+    fn load(&self) -> &EndpointLoad {
+        self
+    }
+}
+
 /// Live statistics of one endpoint. Create one per endpoint when it joins the pool and keep it
 /// for as long as the endpoint stays.
 #[derive(Debug)]
@@ -86,7 +99,7 @@ pub struct EndpointLoad {
 #[must_use = "the in-flight count is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct InFlight {
-    load: Arc<EndpointLoad>,
+    holder: Arc<dyn HoldsLoad>,
     /// Started with [`EndpointLoad::start_try`] and not yet settled with [`InFlight::answered`].
     awaiting: bool,
 }
@@ -119,21 +132,13 @@ impl EndpointLoad {
 
     /// Start a request: counts it in flight until the returned guard is dropped.
     pub fn start(self: &Arc<Self>) -> InFlight {
-        self.outstanding.fetch_add(1, Ordering::AcqRel);
-        InFlight {
-            load: Arc::clone(self),
-            awaiting: false,
-        }
+        InFlight::start(Arc::clone(self) as Arc<dyn HoldsLoad>)
     }
 
     /// Start a try sent `now` whose answer is awaited: in flight like [`EndpointLoad::start`],
     /// and watched for a stall until [`InFlight::answered`] settles it.
     pub fn start_try(self: &Arc<Self>, now: Instant) -> InFlight {
-        let mut guard = self.start();
-        let at = stall::stamp(self.stamp(now));
-        self.silence.update(|s| s.started(at));
-        guard.awaiting = true;
-        guard
+        InFlight::start_try(Arc::clone(self) as Arc<dyn HoldsLoad>, now)
     }
 
     /// Whether the endpoint has stopped answering: see [`is_stalled`]. The threshold is
@@ -304,15 +309,35 @@ impl Moment {
 // === impl InFlight ===
 
 impl InFlight {
+    /// Start a request on `holder`'s load: counts it in flight until the guard is dropped.
+    pub fn start(holder: Arc<dyn HoldsLoad>) -> Self {
+        holder.load().outstanding.fetch_add(1, Ordering::AcqRel);
+        Self {
+            holder,
+            awaiting: false,
+        }
+    }
+
+    /// Start a try sent `now` whose answer is awaited: in flight like [`InFlight::start`], and
+    /// watched for a stall until [`InFlight::answered`] settles it.
+    pub fn start_try(holder: Arc<dyn HoldsLoad>, now: Instant) -> Self {
+        let mut guard = Self::start(holder);
+        let load = guard.load();
+        let at = stall::stamp(load.stamp(now));
+        load.silence.update(|s| s.started(at));
+        guard.awaiting = true;
+        guard
+    }
+
     /// Record how the request went, then release it. `latency` is the time to the answer's
     /// headers (or to the failure).
     pub fn finish(self, verdict: Verdict, latency: Duration, now: Instant) {
-        self.load.record(verdict, latency, now);
+        self.load().record(verdict, latency, now);
     }
 
-    /// The endpoint this request went to.
-    pub fn load(&self) -> &Arc<EndpointLoad> {
-        &self.load
+    /// The load of the endpoint this request went to.
+    pub fn load(&self) -> &EndpointLoad {
+        self.holder.load()
     }
 
     /// The try's wait is over (its headers came, or it failed). `heard` is what that says
@@ -322,8 +347,8 @@ impl InFlight {
     pub fn answered(&mut self, heard: Option<bool>, now: Instant) {
         if std::mem::take(&mut self.awaiting) {
             match heard {
-                Some(responded) => self.load.settle(responded, now),
-                None => self.load.abandon(now),
+                Some(responded) => self.load().settle(responded, now),
+                None => self.load().abandon(now),
             }
         }
     }
@@ -333,9 +358,9 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         if self.awaiting {
             // Dropped mid-try: the request future was cancelled (the client left).
-            self.load.abandon(Instant::now());
+            self.load().abandon(Instant::now());
         }
-        self.load.outstanding.fetch_sub(1, Ordering::AcqRel);
+        self.load().outstanding.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

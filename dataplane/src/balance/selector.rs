@@ -44,7 +44,7 @@ use rand::{Rng, SeedableRng};
 use rollcall_api::policy::{Algorithm, LoadBalancer};
 use tokio::time::Instant;
 
-use super::load::{EndpointLoad, Moment};
+use super::load::{EndpointLoad, HoldsLoad, Moment};
 use super::ring::{Ring, key_hash};
 use super::round_robin::Schedule;
 use super::share::ShareTracker;
@@ -91,22 +91,27 @@ thread_local! {
     static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_rng(&mut rand::rng()));
 }
 
+/// What a selector chooses among: an endpoint with an address and a load. In a pool, the
+/// pool's own endpoint, so a candidate is that endpoint and no copy of its address or load.
+pub trait Balanced: HoldsLoad {
+    fn addr(&self) -> SocketAddr;
+}
+
 /// One eligible endpoint, as the health machine hands it over.
-#[derive(Clone, Debug)]
-pub struct Candidate {
-    pub addr: SocketAddr,
-    pub load: Arc<EndpointLoad>,
+#[derive(Debug)]
+pub struct Candidate<E> {
+    pub endpoint: Arc<E>,
     /// Slow start and probation scale the static weight by this (0.1..=1.0).
     pub weight_factor: f64,
 }
 
 /// Picks endpoints among one candidate set. Immutable apart from atomics; rebuild on change.
 #[derive(Debug)]
-pub struct Selector {
+pub struct Selector<E> {
     algorithm: Algorithm,
     hash_header: Option<String>,
     max_share_multiple: f64,
-    candidates: Vec<Candidate>,
+    candidates: Vec<Candidate<E>>,
     slots: Vec<Slot>,
     share: Arc<ShareTracker>,
     round_robin: Option<Schedule>,
@@ -136,20 +141,41 @@ enum Cost {
     Latency,
 }
 
+// === impl Candidate ===
+
+impl<E: Balanced> Candidate<E> {
+    pub fn addr(&self) -> SocketAddr {
+        self.endpoint.addr()
+    }
+
+    pub fn load(&self) -> &EndpointLoad {
+        self.endpoint.load()
+    }
+}
+
+impl<E> Clone for Candidate<E> {
+    fn clone(&self) -> Self {
+        Self {
+            endpoint: Arc::clone(&self.endpoint),
+            weight_factor: self.weight_factor,
+        }
+    }
+}
+
 // === impl Selector ===
 
-impl Selector {
+impl<E: Balanced> Selector<E> {
     /// Build over `candidates` (a repeated address keeps its first entry). `share` belongs to
     /// the pool and is shared by every selector built for it.
     pub fn new(
         config: &LoadBalancer,
-        candidates: Vec<Candidate>,
+        candidates: Vec<Candidate<E>>,
         share: Arc<ShareTracker>,
     ) -> Self {
         let mut seen = HashSet::with_capacity(candidates.len());
-        let candidates: Vec<Candidate> = candidates
+        let candidates: Vec<Candidate<E>> = candidates
             .into_iter()
-            .filter(|c| seen.insert(c.addr))
+            .filter(|c| seen.insert(c.addr()))
             .collect();
         let weights: Vec<f64> = candidates.iter().map(effective_weight).collect();
         let sum: f64 = weights.iter().sum();
@@ -163,7 +189,7 @@ impl Selector {
         let round_robin = (config.algorithm == Algorithm::RoundRobin)
             .then(|| Schedule::new(weights.iter().copied()));
         let ring = (config.algorithm == Algorithm::RingHash)
-            .then(|| share.ring(candidates.iter().map(|c| c.addr).zip(weights).collect()));
+            .then(|| share.ring(candidates.iter().map(|c| c.addr()).zip(weights).collect()));
         let multiple = config.max_share_multiple;
         Self {
             algorithm: config.algorithm,
@@ -190,7 +216,7 @@ impl Selector {
         hash_key: Option<&[u8]>,
         exclude: &[SocketAddr],
         now: Instant,
-    ) -> Option<&Candidate> {
+    ) -> Option<&Candidate<E>> {
         RNG.with_borrow_mut(|rng| self.pick_with(rng, hash_key, exclude, now))
     }
 
@@ -201,7 +227,7 @@ impl Selector {
         hash_key: Option<&[u8]>,
         exclude: &[SocketAddr],
         now: Instant,
-    ) -> Option<&Candidate> {
+    ) -> Option<&Candidate<E>> {
         if !self.any_allowed(exclude) {
             return None;
         }
@@ -218,7 +244,8 @@ impl Selector {
             _ if self.algorithm == Algorithm::PeakEwma => self.p2c(rng, &pick, Cost::Latency),
             _ => self.p2c(rng, &pick, Cost::Requests),
         }?;
-        self.share.record(self.candidates[index].load.picks(), tick);
+        self.share
+            .record(self.candidates[index].load().picks(), tick);
         self.candidates.get(index)
     }
 
@@ -235,7 +262,7 @@ impl Selector {
     }
 
     /// The candidates, without repeated addresses, in the order given.
-    pub fn candidates(&self) -> &[Candidate] {
+    pub fn candidates(&self) -> &[Candidate<E>] {
         &self.candidates
     }
 
@@ -246,11 +273,11 @@ impl Selector {
     fn any_allowed(&self, exclude: &[SocketAddr]) -> bool {
         // Addresses are unique, so more candidates than exclusions leaves one allowed.
         self.candidates.len() > exclude.len()
-            || self.candidates.iter().any(|c| !exclude.contains(&c.addr))
+            || self.candidates.iter().any(|c| !exclude.contains(&c.addr()))
     }
 
     fn excluded(&self, index: usize, pick: &Pick<'_>) -> bool {
-        pick.exclude.contains(&self.candidates[index].addr)
+        pick.exclude.contains(&self.candidates[index].addr())
     }
 
     // --- power of two choices ---
@@ -260,8 +287,8 @@ impl Selector {
         let Some(second) = self.draw(rng, pick, Some(first)) else {
             return Some(first);
         };
-        let same_load =
-            self.candidates[first].load.outstanding() == self.candidates[second].load.outstanding();
+        let same_load = self.candidates[first].load().outstanding()
+            == self.candidates[second].load().outstanding();
         let (cost_first, cost_second) = self.costs(first, second, pick.now, cost, same_load);
         let second_wins = if same_load {
             // No difference in load: a coin weighted by the inverse costs, so weight, slow
@@ -328,7 +355,7 @@ impl Selector {
 
     /// Whether the candidate has stopped answering (`EndpointLoad::stalled`).
     fn stalled(&self, index: usize, pick: &Pick<'_>) -> bool {
-        self.candidates[index].load.stalled_at(pick.now)
+        self.candidates[index].load().stalled_at(pick.now)
     }
 
     /// The costs of two candidates; `tie` (as many in flight) brings their latencies within
@@ -337,8 +364,8 @@ impl Selector {
         let (latency_a, latency_b) = match cost {
             Cost::Requests => (1.0, 1.0),
             Cost::Latency => {
-                let a = self.candidates[a].load.latency_secs_at(now);
-                let b = self.candidates[b].load.latency_secs_at(now);
+                let a = self.candidates[a].load().latency_secs_at(now);
+                let b = self.candidates[b].load().latency_secs_at(now);
                 let (a, b) = match (a, b) {
                     (Some(a), Some(b)) => (a.max(MIN_LATENCY_SECS), b.max(MIN_LATENCY_SECS)),
                     (Some(known), None) | (None, Some(known)) => (known, known),
@@ -358,7 +385,7 @@ impl Selector {
     }
 
     fn cost(&self, index: usize, latency: f64, now: Moment) -> f64 {
-        let load = &self.candidates[index].load;
+        let load = self.candidates[index].load();
         let penalty = 1.0 + ERROR_PENALTY * (load.error_rate_at(now) - NOISE_ERROR_RATE).max(0.0);
         latency * (load.outstanding() as f64 + 1.0) / self.slots[index].weight * penalty
     }
@@ -368,13 +395,14 @@ impl Selector {
     /// Whether one more pick would take this candidate over its cap.
     fn over_cap(&self, index: usize, pick: &Pick<'_>) -> bool {
         let slot = &self.slots[index];
-        let multiple = if self.candidates[index].load.error_rate_at(pick.now) > FAILING_ERROR_RATE {
+        let multiple = if self.candidates[index].load().error_rate_at(pick.now) > FAILING_ERROR_RATE
+        {
             1.0
         } else {
             self.max_share_multiple
         };
         let allowed = multiple * slot.fair * (pick.total + 1) as f64 + SHARE_SLACK;
-        (self.candidates[index].load.picks().recent(pick.tick) + 1) as f64 > allowed
+        (self.candidates[index].load().picks().recent(pick.tick) + 1) as f64 > allowed
     }
 
     // --- round robin and ring ---
@@ -421,13 +449,13 @@ impl Selector {
     }
 }
 
-fn effective_weight(candidate: &Candidate) -> f64 {
+fn effective_weight<E: Balanced>(candidate: &Candidate<E>) -> f64 {
     let factor = if candidate.weight_factor.is_nan() {
         1.0
     } else {
         candidate.weight_factor.clamp(MIN_WEIGHT_FACTOR, 1.0)
     };
-    f64::from(candidate.load.weight()) * factor
+    f64::from(candidate.load().weight()) * factor
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rollcall_api::policy::{Algorithm, LoadBalancer};
 use tokio::time::Instant;
 
-use super::{Candidate, EndpointLoad, InFlight, Selector, ShareTracker};
+use super::{Balanced, Candidate, EndpointLoad, HoldsLoad, InFlight, Selector, ShareTracker};
 use crate::outcome::Verdict;
 
 pub(crate) fn addr(n: u8) -> SocketAddr {
@@ -41,6 +41,25 @@ pub(crate) const ALL: [Algorithm; 4] = [
     Algorithm::PeakEwma,
     Algorithm::RingHash,
 ];
+
+/// What the tests' selectors pick: an address and a load the fixture keeps too.
+#[derive(Debug)]
+pub(crate) struct TestEndpoint {
+    pub(crate) addr: SocketAddr,
+    pub(crate) load: Arc<EndpointLoad>,
+}
+
+impl HoldsLoad for TestEndpoint {
+    fn load(&self) -> &EndpointLoad {
+        &self.load
+    }
+}
+
+impl Balanced for TestEndpoint {
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
 
 /// A pool of endpoints `10.0.0.1..=n` with their loads and share tracker.
 pub(crate) struct Fixture {
@@ -71,23 +90,29 @@ impl Fixture {
         self.t0 + ms(millis)
     }
 
-    pub(crate) fn candidates(&self, factors: &[f64]) -> Vec<Candidate> {
+    pub(crate) fn candidates(&self, factors: &[f64]) -> Vec<Candidate<TestEndpoint>> {
         self.loads
             .iter()
             .enumerate()
             .map(|(i, load)| Candidate {
-                addr: addr(index_u8(i + 1)),
-                load: Arc::clone(load),
+                endpoint: Arc::new(TestEndpoint {
+                    addr: addr(index_u8(i + 1)),
+                    load: Arc::clone(load),
+                }),
                 weight_factor: factors.get(i).copied().unwrap_or(1.0),
             })
             .collect()
     }
 
-    pub(crate) fn selector(&self, algorithm: Algorithm) -> Selector {
+    pub(crate) fn selector(&self, algorithm: Algorithm) -> Selector<TestEndpoint> {
         self.selector_with(&config(algorithm), &[])
     }
 
-    pub(crate) fn selector_with(&self, config: &LoadBalancer, factors: &[f64]) -> Selector {
+    pub(crate) fn selector_with(
+        &self,
+        config: &LoadBalancer,
+        factors: &[f64],
+    ) -> Selector<TestEndpoint> {
         Selector::new(config, self.candidates(factors), Arc::clone(&self.share))
     }
 
@@ -143,7 +168,7 @@ impl Backend {
 /// fixture endpoint) and return how many each endpoint received.
 pub(crate) fn simulate(
     fixture: &Fixture,
-    selector: &Selector,
+    selector: &Selector<TestEndpoint>,
     backends: &[Backend],
     requests: u64,
     gap_ms: u64,
@@ -162,7 +187,7 @@ pub(crate) fn simulate(
 /// `index` answers a request sent at `now_ms`. Returns every pick as `(now_ms, index)`.
 pub(crate) fn simulate_over_time(
     fixture: &Fixture,
-    selector: &Selector,
+    selector: &Selector<TestEndpoint>,
     requests: u64,
     gap_ms: u64,
     seed: u64,
@@ -182,7 +207,7 @@ pub(crate) fn simulate_over_time(
         }
         let picked = selector
             .pick_with(&mut rng, None, &[], fixture.at(now_ms))
-            .map(|c| Fixture::index(c.addr));
+            .map(|c| Fixture::index(c.addr()));
         let Some(index) = picked else {
             panic!("no endpoint picked at {now_ms} ms");
         };

@@ -347,7 +347,10 @@ impl Core {
     /// Zone-aware routing: the candidates in the sidecar's zone when the pool asks for it and
     /// enough of that zone is eligible (`loadBalancer.zoneAware.minHealthy` of its routed
     /// endpoints, and at least one); `None` to route across every zone.
-    fn local_candidates(&self, candidates: &[Candidate]) -> Option<Vec<Candidate>> {
+    fn local_candidates(
+        &self,
+        candidates: &[Candidate<Endpoint>],
+    ) -> Option<Vec<Candidate<Endpoint>>> {
         let zone_aware = &self.settings.policy.load_balancer.zone_aware;
         let local = self.tuning.local_zone.as_deref()?;
         if !zone_aware.enabled {
@@ -364,9 +367,9 @@ impl Core {
             .keys()
             .filter(|addr| in_zone(addr) && self.health.state(**addr) != Some(State::Draining))
             .count();
-        let eligible: Vec<Candidate> = candidates
+        let eligible: Vec<Candidate<Endpoint>> = candidates
             .iter()
-            .filter(|c| in_zone(&c.addr))
+            .filter(|c| c.endpoint.zone.as_deref() == Some(local))
             .cloned()
             .collect();
         let enough = !eligible.is_empty()
@@ -378,7 +381,6 @@ impl Core {
         let routes = self.health.routes(now);
         // Sized once: the selector keeps this vector, spare capacity and all.
         let mut candidates = Vec::with_capacity(routes.endpoints.len());
-        let mut normal = Vec::with_capacity(routes.endpoints.len());
         let mut probation = Vec::new();
         let mut fallback = Vec::new();
         for route in &routes.endpoints {
@@ -388,18 +390,16 @@ impl Core {
             match route.class {
                 RouteClass::Normal => {
                     candidates.push(Candidate {
-                        addr: route.addr,
-                        load: Arc::clone(&endpoint.load),
+                        endpoint: Arc::clone(endpoint),
                         weight_factor: route.weight_factor,
                     });
-                    normal.push(Arc::clone(endpoint));
                 }
                 RouteClass::Probation => probation.push(Arc::clone(endpoint)),
                 RouteClass::TerminatingFallback => fallback.push(Arc::clone(endpoint)),
             }
         }
-        // The health machine lists routes in address order already; the lookup relies on it.
-        normal.sort_unstable_by_key(|e: &Arc<Endpoint>| e.addr());
+        // The health machine lists routes in address order already (`Routing::normal` says so).
+        debug_assert!(candidates.windows(2).all(|w| w[0].addr() < w[1].addr()));
         let ramping = candidates.iter().any(|c| c.weight_factor < 1.0);
         let lb = &self.settings.policy.load_balancer;
         let (selector, spill) = match self.local_candidates(&candidates) {
@@ -415,7 +415,6 @@ impl Core {
             name: Arc::clone(&self.name),
             selector,
             spill,
-            normal,
             probation,
             fallback,
             total: self.endpoints.len().saturating_sub(self.drains.len()),

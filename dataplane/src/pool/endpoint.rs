@@ -1,5 +1,6 @@
 //! One endpoint's live parts, shared by the pool's owner (which creates, drains and forgets it)
-//! and the request path (which sends to it): its connections, its load for the balancer, and its
+//! and the request path (which sends to it): its connections, its load for the balancer (held
+//! here, not in an allocation of its own: the selectors' candidates are these endpoints), and its
 //! `rollcall_attempts_total` counters, each looked up once, on its first use, instead of per
 //! request. A series exists only once an endpoint has had such a try: with thousands of
 //! endpoints, one series per endpoint and outcome made up front was most of the sidecar's
@@ -12,7 +13,7 @@ use prometheus::{IntCounter, IntCounterVec};
 use tokio::time::Instant;
 
 use super::settings::{Http1Engine, Tuning};
-use crate::balance::EndpointLoad;
+use crate::balance::{Balanced, EndpointLoad, HoldsLoad, InFlight};
 use crate::config::EndpointConfig;
 use crate::metrics::{ATTEMPT_OUTCOMES, Metrics};
 use crate::outcome::Outcome;
@@ -41,7 +42,7 @@ pub struct Endpoint {
     /// Shared by the pool's endpoints in the same zone (`Core` interns it).
     pub zone: Option<Arc<str>>,
     pub upstream: Upstream,
-    pub load: Arc<EndpointLoad>,
+    pub load: EndpointLoad,
     /// One counter per outcome, in `ATTEMPT_OUTCOMES` order, made on first use; the slots
     /// themselves only once the endpoint has had a try (112 bytes an endpoint never tried
     /// does not hold: most of a large pool, for a sidecar that sends to few of it).
@@ -63,7 +64,7 @@ impl Endpoint {
             zone,
             upstream: Upstream::in_pool(config.address, http2, idle)
                 .with_direct_http1(tuning.http1_engine == Http1Engine::Fast),
-            load: Arc::new(EndpointLoad::with_weight(config.weight, now)),
+            load: EndpointLoad::with_weight(config.weight, now),
             attempts: OnceLock::new(),
             series: Arc::clone(series),
         }
@@ -72,6 +73,16 @@ impl Endpoint {
     /// Where the endpoint is (kept once, by its connections).
     pub fn addr(&self) -> SocketAddr {
         self.upstream.addr()
+    }
+
+    /// Count a request to this endpoint in flight until the guard is dropped (a tunnel).
+    pub fn start(self: &Arc<Self>) -> InFlight {
+        InFlight::start(Arc::clone(self) as Arc<dyn HoldsLoad>)
+    }
+
+    /// Count a try sent `now` in flight and watch it for a stall (`InFlight::start_try`).
+    pub fn start_try(self: &Arc<Self>, now: Instant) -> InFlight {
+        InFlight::start_try(Arc::clone(self) as Arc<dyn HoldsLoad>, now)
     }
 
     /// Count one try in `rollcall_attempts_total`.
@@ -92,6 +103,28 @@ impl Endpoint {
                     .with_label_values(&[&*self.series.pool, &addr, label])
             })
             .inc();
+    }
+}
+
+impl HoldsLoad for Endpoint {
+    fn load(&self) -> &EndpointLoad {
+        &self.load
+    }
+}
+
+impl Balanced for Endpoint {
+    fn addr(&self) -> SocketAddr {
+        self.upstream.addr()
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("addr", &self.addr())
+            .field("zone", &self.zone)
+            .field("load", &self.load)
+            .finish_non_exhaustive()
     }
 }
 

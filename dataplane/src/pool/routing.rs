@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::endpoint::Endpoint;
 use super::settings::PoolSettings;
-use crate::balance::Selector;
+use crate::balance::{Candidate, Selector};
 use crate::health::machine::RouteClass;
 use crate::local_answer::{LocalAnswer, LocalReason};
 
@@ -24,13 +24,12 @@ pub struct Routing {
     pub version: u64,
     pub settings: Arc<PoolSettings>,
     pub(super) name: Arc<str>,
-    pub(super) selector: Selector,
+    /// Picks among the normal endpoints (the sidecar's zone's, with zone-aware routing), and
+    /// hands back the pool's endpoint itself: no lookup after the pick.
+    pub(super) selector: Selector<Endpoint>,
     /// Zone-aware routing keeping first tries in the sidecar's zone: the selector over every
     /// zone, for retries. `None` otherwise.
-    pub(super) spill: Option<Selector>,
-    /// The endpoints the selectors choose among, in address order (found by binary search: as
-    /// quick as a hash map's lookup at any pool size, without its 60 bytes an endpoint).
-    pub(super) normal: Vec<Arc<Endpoint>>,
+    pub(super) spill: Option<Selector<Endpoint>>,
     pub(super) probation: Vec<Arc<Endpoint>>,
     pub(super) fallback: Vec<Arc<Endpoint>>,
     /// Endpoints in the roster (draining ones that left it not counted).
@@ -67,10 +66,8 @@ impl Routing {
             Some(spill) if !exclude.is_empty() => spill.pick(hash_key, exclude, now),
             _ => self.selector.pick(hash_key, exclude, now),
         };
-        if let Some(candidate) = candidate
-            && let Some(endpoint) = self.normal_endpoint(candidate.addr)
-        {
-            return Ok(Arc::clone(endpoint));
+        if let Some(candidate) = candidate {
+            return Ok(Arc::clone(&candidate.endpoint));
         }
         if let Some(endpoint) =
             choose(&self.probation, exclude).or_else(|| choose(&self.fallback, exclude))
@@ -82,15 +79,16 @@ impl Routing {
 
     /// Whether `addr` is routed at all (normal, on probation, or as a last resort).
     pub fn routes_to(&self, addr: SocketAddr) -> bool {
-        [&self.normal, &self.probation, &self.fallback]
-            .iter()
-            .any(|list| list.iter().any(|e| e.addr() == addr))
+        self.normal().iter().any(|c| c.addr() == addr)
+            || [&self.probation, &self.fallback]
+                .iter()
+                .any(|list| list.iter().any(|e| e.addr() == addr))
     }
 
     /// Whether an endpoint other than `exclude` and `also` could take a retry.
     pub fn has_untried(&self, exclude: &[SocketAddr], also: SocketAddr) -> bool {
         let untried = |addr: &SocketAddr| *addr != also && !exclude.contains(addr);
-        self.normal.iter().any(|e| untried(&e.addr()))
+        self.normal().iter().any(|c| untried(&c.addr()))
             || self.probation.iter().any(|e| untried(&e.addr()))
             || self.fallback.iter().any(|e| untried(&e.addr()))
     }
@@ -98,9 +96,9 @@ impl Routing {
     /// Every routed endpoint and how (for tests and the owner's checks).
     pub fn routed(&self) -> Vec<(SocketAddr, RouteClass)> {
         let mut routed: Vec<(SocketAddr, RouteClass)> = self
-            .normal
+            .normal()
             .iter()
-            .map(|e| (e.addr(), RouteClass::Normal))
+            .map(|c| (c.addr(), RouteClass::Normal))
             .chain(
                 self.probation
                     .iter()
@@ -116,11 +114,9 @@ impl Routing {
         routed
     }
 
-    fn normal_endpoint(&self, addr: SocketAddr) -> Option<&Arc<Endpoint>> {
-        self.normal
-            .binary_search_by_key(&addr, |e| e.addr())
-            .ok()
-            .map(|i| &self.normal[i])
+    /// Every normal endpoint, in address order: the candidates of the selector over every zone.
+    fn normal(&self) -> &[Candidate<Endpoint>] {
+        self.spill.as_ref().unwrap_or(&self.selector).candidates()
     }
 
     fn no_endpoint(&self, exclude: &[SocketAddr]) -> NoEndpoint {

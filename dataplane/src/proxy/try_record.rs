@@ -41,7 +41,7 @@ impl TryRecord {
     /// A try on `endpoint` sent `now`: counted in flight, and watched for a stall until
     /// [`TryRecord::answered`].
     pub(super) fn start(pool: &Arc<Pool>, endpoint: Arc<Endpoint>, now: Instant) -> Self {
-        let in_flight = endpoint.load.start_try(now);
+        let in_flight = endpoint.start_try(now);
         Self {
             pool: Arc::clone(pool),
             endpoint,

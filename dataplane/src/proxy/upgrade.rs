@@ -183,7 +183,7 @@ pub(super) async fn forward(
     // The try ends at its 101 (its latency is the handshake's); the tunnel then holds the
     // endpoint's in-flight count for as long as it is open.
     record.finish_as_it_stands("");
-    let open_tunnel = endpoint.load.start();
+    let open_tunnel = endpoint.start();
     let tunnel = Tunnel {
         pool_name: pool.name().to_owned(),
         addr: endpoint.addr(),

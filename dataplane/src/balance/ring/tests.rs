@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rollcall_api::policy::{Algorithm, LoadBalancer};
 
 use super::*;
-use crate::balance::test_support::{Fixture, addr, config, rng};
+use crate::balance::test_support::{Fixture, TestEndpoint, addr, config, rng};
 use crate::balance::{Candidate, EndpointLoad, Selector, ShareTracker};
 
 fn key(n: u32) -> Vec<u8> {
@@ -15,11 +15,18 @@ fn key(n: u32) -> Vec<u8> {
 
 /// A ring-hash selector over `candidates` with share windows of its own (fresh loads and
 /// tracker), so the picks of one selector never cap another's.
-fn ring_selector(fixture: &Fixture, lb: &LoadBalancer, candidates: Vec<Candidate>) -> Selector {
+fn ring_selector(
+    fixture: &Fixture,
+    lb: &LoadBalancer,
+    candidates: Vec<Candidate<TestEndpoint>>,
+) -> Selector<TestEndpoint> {
     let fresh = candidates
         .into_iter()
         .map(|c| Candidate {
-            load: Arc::new(EndpointLoad::with_weight(c.load.weight(), fixture.t0)),
+            endpoint: Arc::new(TestEndpoint {
+                addr: c.addr(),
+                load: Arc::new(EndpointLoad::with_weight(c.load().weight(), fixture.t0)),
+            }),
             ..c
         })
         .collect();
@@ -27,10 +34,10 @@ fn ring_selector(fixture: &Fixture, lb: &LoadBalancer, candidates: Vec<Candidate
 }
 
 /// The endpoint each of `keys` keys lands on.
-fn owners(fixture: &Fixture, selector: &Selector, keys: u32) -> Vec<SocketAddr> {
+fn owners(fixture: &Fixture, selector: &Selector<TestEndpoint>, keys: u32) -> Vec<SocketAddr> {
     (0..keys)
         .filter_map(|n| selector.pick(Some(&key(n)), &[], fixture.t0))
-        .map(|c| c.addr)
+        .map(|c| c.addr())
         .collect()
 }
 
@@ -121,7 +128,7 @@ fn an_excluded_owner_hands_its_key_to_the_next_endpoint_on_the_ring() {
     let lb = config(Algorithm::RingHash);
     let all = ring_selector(&fixture, &lb, fixture.candidates(&[]));
     // The next endpoint on the ring is the owner in a ring without the excluded one.
-    let without: Vec<Selector> = (0..5)
+    let without: Vec<Selector<TestEndpoint>> = (0..5)
         .map(|skip| {
             let mut candidates = fixture.candidates(&[]);
             candidates.remove(skip);
@@ -130,14 +137,14 @@ fn an_excluded_owner_hands_its_key_to_the_next_endpoint_on_the_ring() {
         .collect();
     for n in 0..1_000 {
         let key = key(n);
-        let owner = all.pick(Some(&key), &[], fixture.t0).map(|c| c.addr);
+        let owner = all.pick(Some(&key), &[], fixture.t0).map(|c| c.addr());
         let Some(owner) = owner else {
             panic!("no owner for key {n}");
         };
-        let next = all.pick(Some(&key), &[owner], fixture.t0).map(|c| c.addr);
+        let next = all.pick(Some(&key), &[owner], fixture.t0).map(|c| c.addr());
         let expected = without[Fixture::index(owner)]
             .pick(Some(&key), &[], fixture.t0)
-            .map(|c| c.addr);
+            .map(|c| c.addr());
         assert_ne!(next, Some(owner));
         assert_eq!(next, expected, "key {n}");
     }
@@ -151,7 +158,7 @@ fn a_request_without_the_header_falls_back_to_least_request() {
     let mut rng = rng(3);
     for _ in 0..100 {
         let picked = selector.pick_with(&mut rng, None, &[], fixture.t0);
-        assert_eq!(picked.map(|c| c.addr), Some(addr(2)));
+        assert_eq!(picked.map(|c| c.addr()), Some(addr(2)));
     }
 }
 
@@ -162,7 +169,7 @@ fn a_hot_key_spills_past_its_owner_once_the_owner_is_over_its_cap() {
     let mut counts = [0u32; 4];
     for _ in 0..1_000 {
         if let Some(c) = selector.pick(Some(b"hot"), &[], fixture.t0) {
-            counts[Fixture::index(c.addr)] += 1;
+            counts[Fixture::index(c.addr())] += 1;
         }
     }
     counts.sort_unstable();

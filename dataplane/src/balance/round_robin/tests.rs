@@ -5,7 +5,7 @@ use rollcall_api::policy::Algorithm;
 
 use super::*;
 use crate::balance::Selector;
-use crate::balance::test_support::{Fixture, addr, config};
+use crate::balance::test_support::{Fixture, TestEndpoint, addr, config};
 
 fn names(picks: impl IntoIterator<Item = usize>) -> String {
     picks
@@ -84,7 +84,7 @@ fn the_selector_follows_the_same_order_over_static_weights() {
     let fixture = Fixture::with_weights(&[5, 1, 1]);
     let selector = fixture.selector(Algorithm::RoundRobin);
     let picks = (0..7).filter_map(|_| selector.pick(None, &[], fixture.t0));
-    let picks = picks.map(|c| Fixture::index(c.addr));
+    let picks = picks.map(|c| Fixture::index(c.addr()));
     assert_eq!(names(picks), "aabacaa");
 }
 
@@ -95,7 +95,7 @@ fn slow_start_weight_factor_lowers_the_share_exactly() {
     let mut counts = [0; 3];
     for _ in 0..500 {
         if let Some(c) = selector.pick(None, &[], fixture.t0) {
-            counts[Fixture::index(c.addr)] += 1;
+            counts[Fixture::index(c.addr())] += 1;
         }
     }
     assert_eq!(counts, [200, 200, 100]);
@@ -107,7 +107,7 @@ fn the_selector_rotates_over_what_the_request_has_not_tried() {
     let selector = fixture.selector(Algorithm::RoundRobin);
     let tried = [addr(1)];
     let picks = (0..4).filter_map(|_| selector.pick(None, &tried, fixture.t0));
-    let picks = picks.map(|c| Fixture::index(c.addr));
+    let picks = picks.map(|c| Fixture::index(c.addr()));
     assert_eq!(names(picks), "bcbc");
 }
 
@@ -118,11 +118,11 @@ fn the_rotation_continues_across_selector_rebuilds() {
     let fixture = Fixture::new(3);
     let mut picks = Vec::new();
     for _ in 0..6 {
-        let selector: Selector = fixture.selector(Algorithm::RoundRobin);
+        let selector: Selector<TestEndpoint> = fixture.selector(Algorithm::RoundRobin);
         picks.extend(
             selector
                 .pick(None, &[], fixture.t0)
-                .map(|c| Fixture::index(c.addr)),
+                .map(|c| Fixture::index(c.addr())),
         );
     }
     assert_eq!(names(picks), "abcabc");

@@ -2,13 +2,15 @@
 
 use super::*;
 use crate::balance::InFlight;
-use crate::balance::test_support::{ALL, Backend, Fixture, addr, config, ms, rng, simulate};
+use crate::balance::test_support::{
+    ALL, Backend, Fixture, TestEndpoint, addr, config, ms, rng, simulate,
+};
 use crate::outcome::Verdict;
 
 /// Which endpoint indices `picks` picks land on, with the same key and exclusions each time.
 pub(super) fn counts(
     fixture: &Fixture,
-    selector: &Selector,
+    selector: &Selector<TestEndpoint>,
     picks: usize,
     key: Option<&[u8]>,
     exclude: &[SocketAddr],
@@ -18,7 +20,7 @@ pub(super) fn counts(
     let mut counts = vec![0; fixture.loads.len()];
     for _ in 0..picks {
         if let Some(c) = selector.pick_with(&mut rng, key, exclude, fixture.t0) {
-            counts[Fixture::index(c.addr)] += 1;
+            counts[Fixture::index(c.addr())] += 1;
         }
     }
     counts
@@ -61,7 +63,7 @@ fn excluded_endpoints_are_never_picked_by_any_algorithm() {
             let Some(picked) = picked else {
                 panic!("{algorithm:?} picked nothing with 3 endpoints allowed");
             };
-            seen[Fixture::index(picked.addr)] += 1;
+            seen[Fixture::index(picked.addr())] += 1;
         }
         assert_eq!((seen[1], seen[3]), (0, 0), "{algorithm:?}: {seen:?}");
         assert!(
@@ -129,7 +131,7 @@ fn picks_are_counted_in_the_pools_share_window() {
 #[test]
 fn selectors_can_be_shared_between_threads() {
     fn shared<T: Send + Sync>() {}
-    shared::<Selector>();
+    shared::<Selector<TestEndpoint>>();
     shared::<Arc<ShareTracker>>();
 }
 
@@ -224,7 +226,7 @@ fn an_endpoint_that_looks_idle_is_held_to_its_share_multiple() {
     let mut idle = 0;
     for n in 0..10_000u64 {
         let picked = selector.pick_with(&mut rng, None, &[], fixture.at(n));
-        idle += u64::from(picked.is_some_and(|c| c.addr == addr(1)));
+        idle += u64::from(picked.is_some_and(|c| c.addr() == addr(1)));
     }
     // Power of two choices alone would give it half; the cap is 1.5 × a quarter.
     assert!((3_500..=3_800).contains(&idle), "idle endpoint got {idle}");
@@ -324,7 +326,7 @@ fn pick_with_the_same_seed_is_reproducible() {
         let mut order = Vec::new();
         for n in 0..50u64 {
             if let Some(c) = selector.pick_with(&mut rng, None, &[], fixture.at(n)) {
-                order.push(c.addr);
+                order.push(c.addr());
             }
         }
         order
@@ -352,7 +354,7 @@ fn a_stalled_endpoint_gets_no_new_try_from_any_algorithm() {
             let picked = selector
                 .pick_with(&mut rng, Some(&key[..]), &[], later)
                 .expect("a pick");
-            assert_ne!(picked.addr, addr(2), "{algorithm:?}, pick {n}");
+            assert_ne!(picked.addr(), addr(2), "{algorithm:?}, pick {n}");
         }
     }
 }
@@ -371,7 +373,7 @@ fn before_the_stall_threshold_the_endpoint_is_picked_as_usual() {
                 let key = n.to_be_bytes();
                 selector.pick_with(&mut rng, Some(&key[..]), &[], fixture.at(100))
             })
-            .filter(|c| c.addr == addr(2))
+            .filter(|c| c.addr() == addr(2))
             .count();
         assert!(picked > 0, "{algorithm:?}");
     }
@@ -400,6 +402,6 @@ fn a_stalled_endpoint_is_the_last_resort_not_excluded() {
         let _stuck = stall(&fixture, 1);
         // The only other endpoint was tried already: the stalled one is all that is left.
         let picked = selector.pick(Some(b"user-1"), &[addr(1)], fixture.at(1000));
-        assert_eq!(picked.map(|c| c.addr), Some(addr(2)), "{algorithm:?}");
+        assert_eq!(picked.map(|c| c.addr()), Some(addr(2)), "{algorithm:?}");
     }
 }
