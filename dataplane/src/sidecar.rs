@@ -97,6 +97,8 @@ pub async fn start(options: Options) -> Result<Sidecar, StartError> {
 
 /// Start everything and return once every pool listens.
 pub async fn start_with(options: Options, run: RunOptions) -> Result<Sidecar, StartError> {
+    // Looked at before the read, so a change during it is seen by the watcher.
+    let version = config::watch::version_of(&options.config).ok();
     let (initial, loaded) = SidecarConfig::load_bytes(&options.config)?;
     let mut sidecar = Sidecar::boot(options.admin_listen, &initial, run).await?;
     // The running config is not kept: the pools hold what they need of it, and the watcher
@@ -106,6 +108,7 @@ pub async fn start_with(options: Options, run: RunOptions) -> Result<Sidecar, St
     sidecar.tasks.push(config::watch::spawn(
         options.config.clone(),
         loaded,
+        version,
         options.reload_interval,
         tx,
         Arc::clone(&sidecar.metrics),
