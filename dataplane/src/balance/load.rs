@@ -186,8 +186,9 @@ impl EndpointLoad {
         self.weight.load(Ordering::Relaxed)
     }
 
-    /// Change the static weight (0 counts as 1). Selectors read it when they are built, so the
-    /// change applies from the next rebuild, which a roster change causes anyway.
+    /// Change the static weight (0 counts as 1). A selector's costs read it at each pick, its
+    /// fair shares, rotation and ring are worked out when it is built; the change applies
+    /// whole from the next rebuild, which a roster change causes anyway.
     pub fn set_weight(&self, weight: u32) {
         self.weight.store(weight.max(1), Ordering::Relaxed);
     }

@@ -112,19 +112,13 @@ pub struct Selector<E> {
     hash_header: Option<String>,
     max_share_multiple: f64,
     candidates: Vec<Candidate<E>>,
-    slots: Vec<Slot>,
+    /// The candidates' effective weights added up when the selector was built: a candidate's
+    /// fair share is its effective weight over this. Each weight is worked out when it is
+    /// needed (a load and a clamp), not kept: 16 bytes an endpoint in a wide pool.
+    total_weight: f64,
     share: Arc<ShareTracker>,
     round_robin: Option<Schedule>,
     ring: Option<Arc<Ring>>,
-}
-
-/// What the selector keeps per candidate, in the same order.
-#[derive(Debug)]
-struct Slot {
-    /// Effective weight.
-    weight: f64,
-    /// This candidate's part of the set's total weight.
-    fair: f64,
 }
 
 /// What one pick knows.
@@ -178,14 +172,7 @@ impl<E: Balanced> Selector<E> {
             .filter(|c| seen.insert(c.addr()))
             .collect();
         let weights: Vec<f64> = candidates.iter().map(effective_weight).collect();
-        let sum: f64 = weights.iter().sum();
-        let slots: Vec<Slot> = weights
-            .iter()
-            .map(|&weight| Slot {
-                weight,
-                fair: weight / sum,
-            })
-            .collect();
+        let total_weight: f64 = weights.iter().sum();
         let round_robin = (config.algorithm == Algorithm::RoundRobin)
             .then(|| Schedule::new(weights.iter().copied()));
         let ring = (config.algorithm == Algorithm::RingHash)
@@ -200,7 +187,7 @@ impl<E: Balanced> Selector<E> {
                 multiple.max(1.0)
             },
             candidates,
-            slots,
+            total_weight,
             share,
             round_robin,
             ring,
@@ -387,21 +374,22 @@ impl<E: Balanced> Selector<E> {
     fn cost(&self, index: usize, latency: f64, now: Moment) -> f64 {
         let load = self.candidates[index].load();
         let penalty = 1.0 + ERROR_PENALTY * (load.error_rate_at(now) - NOISE_ERROR_RATE).max(0.0);
-        latency * (load.outstanding() as f64 + 1.0) / self.slots[index].weight * penalty
+        let weight = effective_weight(&self.candidates[index]);
+        latency * (load.outstanding() as f64 + 1.0) / weight * penalty
     }
 
     // --- the share cap ---
 
     /// Whether one more pick would take this candidate over its cap.
     fn over_cap(&self, index: usize, pick: &Pick<'_>) -> bool {
-        let slot = &self.slots[index];
+        let fair = effective_weight(&self.candidates[index]) / self.total_weight;
         let multiple = if self.candidates[index].load().error_rate_at(pick.now) > FAILING_ERROR_RATE
         {
             1.0
         } else {
             self.max_share_multiple
         };
-        let allowed = multiple * slot.fair * (pick.total + 1) as f64 + SHARE_SLACK;
+        let allowed = multiple * fair * (pick.total + 1) as f64 + SHARE_SLACK;
         (self.candidates[index].load().picks().recent(pick.tick) + 1) as f64 > allowed
     }
 
