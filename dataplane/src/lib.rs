@@ -13,6 +13,7 @@ pub mod grpc_status;
 pub mod h1;
 pub mod health;
 pub mod local_answer;
+pub mod memory;
 pub mod metrics;
 pub mod outcome;
 pub mod outlier;

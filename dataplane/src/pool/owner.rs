@@ -216,6 +216,9 @@ impl Owner {
                 self.sync_probes();
                 self.publish();
                 let _ = done.send(());
+                let endpoints = roster.len();
+                drop(roster);
+                crate::memory::roster_applied(endpoints);
             }
             Message::LocalZone { zone } => {
                 self.core.set_local_zone(zone);
