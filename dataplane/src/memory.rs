@@ -2,20 +2,21 @@
 //! makes transient copies (the parsed roster, the message to the pool's owner, address sets,
 //! health events) several times the size of what stays; glibc's allocator keeps the pages they
 //! freed below live allocations resident, so an idle sidecar kept about 360 KiB it did not use
-//! with 5,000 endpoints. After such a change a release is scheduled, once, a moment later (so
-//! the rest of the change is freed first), as Envoy's overload manager shrinks its heap.
+//! with 5,000 endpoints. After such a change one release runs once large rosters have stopped
+//! coming for a moment (so the rest of the change is freed first, and a rollout's stream of
+//! rosters is not trimmed between each), as Envoy's overload manager shrinks its heap.
 //!
 //! The library holds no unsafe code: the binary says how to release (`set_release`; glibc's
 //! `malloc_trim` in `main.rs`). Embedders and tests that set nothing skip it.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A roster of at least this many endpoints schedules a release when applied.
 pub const LARGE_ROSTER: usize = 1024;
 
-/// How long after a large roster the release runs.
+/// How long after the last large roster the release runs.
 pub const RELEASE_DELAY: Duration = Duration::from_secs(1);
 
 static RELEASER: OnceLock<Releaser> = OnceLock::new();
@@ -37,6 +38,8 @@ pub fn roster_applied(endpoints: usize) {
 pub struct Releaser {
     release: fn() -> bool,
     pending: AtomicBool,
+    /// Large rosters applied so far: the pending release waits until this stops moving.
+    rosters: AtomicU64,
 }
 
 impl Releaser {
@@ -44,13 +47,18 @@ impl Releaser {
         Self {
             release,
             pending: AtomicBool::new(false),
+            rosters: AtomicU64::new(0),
         }
     }
 
-    /// Schedule a release [`RELEASE_DELAY`] from now if the roster was large, no release is
-    /// pending, and a runtime is there to wait on.
+    /// A large roster schedules a release [`RELEASE_DELAY`] after the last large roster (a
+    /// pending one waits longer), if a runtime is there to wait on.
     pub fn roster_applied(&'static self, endpoints: usize) {
-        if endpoints < LARGE_ROSTER || self.pending.swap(true, Ordering::AcqRel) {
+        if endpoints < LARGE_ROSTER {
+            return;
+        }
+        self.rosters.fetch_add(1, Ordering::AcqRel);
+        if self.pending.swap(true, Ordering::AcqRel) {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -58,16 +66,34 @@ impl Releaser {
             return;
         };
         runtime.spawn(async move {
-            tokio::time::sleep(RELEASE_DELAY).await;
-            self.pending.store(false, Ordering::Release);
-            // Inline, not on a blocking thread: a new thread would get an arena of its own,
-            // and releasing a sidecar's few MiB takes well under a millisecond.
-            let released = (self.release)();
-            tracing::debug!(
-                endpoints,
-                released,
-                "freed memory released after a large roster"
-            );
+            loop {
+                // Quiet for a whole delay: no large roster since the wait began.
+                let mut seen = self.rosters.load(Ordering::Acquire);
+                loop {
+                    tokio::time::sleep(RELEASE_DELAY).await;
+                    let now = self.rosters.load(Ordering::Acquire);
+                    if now == seen {
+                        break;
+                    }
+                    seen = now;
+                }
+                self.pending.store(false, Ordering::Release);
+                // Inline, not on a blocking thread: a new thread would get an arena of its
+                // own, and releasing a sidecar's few MiB takes well under a millisecond.
+                let released = (self.release)();
+                tracing::debug!(
+                    endpoints,
+                    released,
+                    "freed memory released after large rosters"
+                );
+                // A roster that came between the last look and `pending` going down found a
+                // release pending and scheduled none: this task waits for it too.
+                if self.rosters.load(Ordering::Acquire) == seen
+                    || self.pending.swap(true, Ordering::AcqRel)
+                {
+                    return;
+                }
+            }
         });
     }
 }
@@ -103,13 +129,14 @@ mod tests {
         tokio::time::sleep(RELEASE_DELAY).await;
         assert_eq!(RELEASES.load(Ordering::SeqCst), 1, "once for both");
 
-        releaser.roster_applied(5_000);
+        // A rollout: a large roster every 600 ms. Nothing is released while they come.
+        for _ in 0..5 {
+            releaser.roster_applied(5_000);
+            tokio::time::sleep(RELEASE_DELAY * 6 / 10).await;
+        }
+        assert_eq!(RELEASES.load(Ordering::SeqCst), 1, "not between rosters");
         tokio::time::sleep(RELEASE_DELAY * 2).await;
-        assert_eq!(
-            RELEASES.load(Ordering::SeqCst),
-            2,
-            "a later one releases again"
-        );
+        assert_eq!(RELEASES.load(Ordering::SeqCst), 2, "once they stopped");
     }
 
     #[test]
