@@ -98,6 +98,7 @@ pub async fn start(options: Options) -> Result<Sidecar, StartError> {
 /// Start everything and return once every pool listens.
 pub async fn start_with(options: Options, run: RunOptions) -> Result<Sidecar, StartError> {
     // Looked at before the read, so a change during it is seen by the watcher.
+    let looked_at = std::time::SystemTime::now();
     let version = config::watch::version_of(&options.config).ok();
     let (initial, loaded) = SidecarConfig::load_bytes(&options.config)?;
     let mut sidecar = Sidecar::boot(options.admin_listen, &initial, run).await?;
@@ -109,6 +110,7 @@ pub async fn start_with(options: Options, run: RunOptions) -> Result<Sidecar, St
         options.config.clone(),
         loaded,
         version,
+        looked_at,
         options.reload_interval,
         tx,
         Arc::clone(&sidecar.metrics),

@@ -33,10 +33,12 @@ pub struct FileVersion {
     changed: (i64, i64),
 }
 
-/// How recent a change must be for its version to be distrusted: file times are kept at the
-/// kernel's clock tick (milliseconds), so two writes of the same length within one tick show
-/// the same version. A file changed this recently is read whatever its version says (git's
-/// "racily clean" rule); after that its version is trusted.
+/// How recent a change must have been, when the file was last read, for its version to be
+/// distrusted: file times are kept at the kernel's clock tick (milliseconds), so a write in the
+/// same tick as the read before it shows the same version. Until a read that began this long
+/// after the file's last change, the file is read whatever its version says (git's "racily
+/// clean" rule: measured from the read, not from now, so a long `--reload-interval` cannot
+/// turn a racy read into a trusted one).
 const RACY: Duration = Duration::from_secs(2);
 
 impl FileVersion {
@@ -49,20 +51,21 @@ impl FileVersion {
 }
 
 /// Whether the watcher must read the file: asked to (SIGHUP), its version cannot be told or
-/// differs from the one last read, or it changed so recently (within [`RACY`] of `now`, or in
-/// the future) that another write could hide behind the same version.
+/// differs from the one last read, or the last read (whose look began at `last_read`) came so
+/// soon after the file changed (within [`RACY`], or before it) that a later write could hide
+/// behind the same version.
 fn must_read(
     forced: bool,
     version: Option<FileVersion>,
     last: Option<FileVersion>,
-    now: SystemTime,
+    last_read: SystemTime,
 ) -> bool {
     let Some(version) = version else {
         return true;
     };
     let settled = version
         .changed_at()
-        .and_then(|at| now.duration_since(at).ok())
+        .and_then(|at| last_read.duration_since(at).ok())
         .is_some_and(|age| age >= RACY);
     forced || Some(version) != last || !settled
 }
@@ -95,12 +98,13 @@ pub fn version_of(path: &Path) -> std::io::Result<FileVersion> {
 }
 
 /// Watch `path`, publishing each new valid config on `tx`. `loaded` is the text the running
-/// config came from and `version` the file's version looked at before that text was read, so a
-/// change made between loading and watching is not missed.
+/// config came from and `version` the file's version looked at before that text was read (the
+/// look beginning at `looked_at`), so a change made between loading and watching is not missed.
 pub fn spawn(
     path: PathBuf,
     loaded: Vec<u8>,
     version: Option<FileVersion>,
+    looked_at: SystemTime,
     interval: Duration,
     tx: mpsc::Sender<SidecarConfig>,
     metrics: Arc<Metrics>,
@@ -117,6 +121,7 @@ pub fn spawn(
         let mut last_digest: Option<Digest> = Some(digest(&SHA256, &loaded));
         drop(loaded);
         let mut last_version = version;
+        let mut last_read = looked_at;
         loop {
             let forced = tokio::select! {
                 _ = tokio::time::sleep(interval) => false,
@@ -124,11 +129,13 @@ pub fn spawn(
             };
             // Looked at before the read: a change during the read shows as a new version at the
             // next look, and the digest then says whether the text really changed.
+            let looked_at = SystemTime::now();
             let version = version_of(&path).ok();
-            if !must_read(forced, version, last_version, SystemTime::now()) {
+            if !must_read(forced, version, last_version, last_read) {
                 continue;
             }
             last_version = version;
+            last_read = looked_at;
             // Streamed through the digest first: while the file is as it was, nothing of its
             // size is allocated (and left resident by the allocator) at every look.
             if !forced
@@ -223,9 +230,10 @@ mod tests {
     }
 
     #[test]
-    fn a_file_changed_within_the_racy_window_is_read_whatever_its_version() {
+    fn a_file_read_within_the_racy_window_of_its_change_is_read_again_whatever_its_version() {
         let v = version(1_000, 10);
-        // Another write in the same clock tick would show this same version.
+        // Read in the same clock tick as the write: a second write in that tick would show this
+        // same version however long ago the read was.
         assert!(must_read(false, Some(v), Some(v), at(1_000)));
         assert!(
             must_read(false, Some(v), Some(v), at(1_001)),
@@ -237,7 +245,7 @@ mod tests {
         );
         assert!(
             must_read(false, Some(v), Some(v), at(999)),
-            "changed in the future"
+            "read before the change"
         );
         let before_1970 = version(-5, 10);
         assert!(must_read(
