@@ -99,6 +99,9 @@ pub struct EndpointLoad {
 #[must_use = "the in-flight count is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct InFlight {
+    /// What the load lives in, kept alive by the guard: in a pool the whole endpoint, its
+    /// connections included (a tunnel's guard keeps them until the tunnel closes; the pool's
+    /// drain and shutdown close tunnels themselves, `drain::close`).
     holder: Arc<dyn HoldsLoad>,
     /// Started with [`EndpointLoad::start_try`] and not yet settled with [`InFlight::answered`].
     awaiting: bool,
@@ -186,9 +189,10 @@ impl EndpointLoad {
         self.weight.load(Ordering::Relaxed)
     }
 
-    /// Change the static weight (0 counts as 1). A selector's costs read it at each pick, its
-    /// fair shares, rotation and ring are worked out when it is built; the change applies
-    /// whole from the next rebuild, which a roster change causes anyway.
+    /// Change the static weight (0 counts as 1). A selector reads it at each pick for costs and
+    /// fair shares (the latter over the total weight of when it was built) and built its
+    /// rotation and ring with the old one: until the rebuild a roster change causes anyway, the
+    /// two mix for a moment.
     pub fn set_weight(&self, weight: u32) {
         self.weight.store(weight.max(1), Ordering::Relaxed);
     }

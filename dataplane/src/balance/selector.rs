@@ -264,7 +264,7 @@ impl<E: Balanced> Selector<E> {
     }
 
     fn excluded(&self, index: usize, pick: &Pick<'_>) -> bool {
-        pick.exclude.contains(&self.candidates[index].addr())
+        !pick.exclude.is_empty() && pick.exclude.contains(&self.candidates[index].addr())
     }
 
     // --- power of two choices ---

@@ -209,6 +209,22 @@ fn a_retry_may_go_to_any_zone() {
 }
 
 #[test]
+fn with_zone_aware_routing_every_zone_still_counts_as_routed() {
+    let now = Instant::now();
+    let mut core = two_zones(true, Some("a"), now);
+    let routing = core.next_snapshot(now);
+    // The local selector holds zone a only; what is routed is every zone's normal endpoints.
+    let routed: Vec<SocketAddr> = routing.routed().into_iter().map(|(a, _)| a).collect();
+    assert_eq!(routed, vec![addr(1), addr(2), addr(3), addr(4)]);
+    assert!(routing.routes_to(addr(4)), "zone b");
+    assert!(
+        routing.has_untried(&[addr(1), addr(2)], addr(1)),
+        "zone a spent, zone b left for a retry"
+    );
+    assert!(!routing.has_untried(&[addr(1), addr(2), addr(3)], addr(4)));
+}
+
+#[test]
 fn below_min_healthy_the_local_zone_spills_over_to_every_zone() {
     let now = Instant::now();
     let mut core = two_zones(true, Some("a"), now);
