@@ -6,8 +6,11 @@
 #
 # Two nginx backends, the proxy under callgrind, wrk with 8 connections: a warm-up, counters
 # zeroed, DURATION of load, counters dumped; the total divided by the requests served. Kernel
-# time (the same system calls per request for both: two reads, two writes) is not counted.
+# time is not counted: COUNT=syscalls counts it instead, as system calls per request by name
+# (strace -c attached to every thread of the proxy after the warm-up; the proxy runs at a
+# fraction of its speed while traced, so only the counts mean anything, not the times).
 #   ./bench/instructions.sh
+#   COUNT=syscalls BODY=16k ./bench/instructions.sh   # system calls, 16 KiB answers
 #   SIDECAR=/path/to/other/rollcall-sidecar ONLY=rollcall ./bench/instructions.sh
 #   (SIDECAR_THREADS_FLAG=0 for a build from before --threads)
 set -euo pipefail
@@ -15,6 +18,8 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="$ROOT/bench/out/instructions"
 DURATION="${DURATION:-10s}"
 ONLY="${ONLY:-rollcall haproxy}"
+COUNT="${COUNT:-instructions}"
+BODY="${BODY:-small}"
 BASE_PORT="${BASE_PORT:-19180}"
 log() { printf '%s\n' "$*" >&2; }
 rm -rf "$OUT"
@@ -22,6 +27,12 @@ mkdir -p "$OUT/www"
 # shellcheck source=bench/tools.sh
 . "$ROOT/bench/tools.sh"
 need_tools nginx haproxy wrk valgrind curl
+case $COUNT in
+  instructions) ;;
+  syscalls) command -v strace > /dev/null || { log "COUNT=syscalls needs strace (apt-get install strace)"; exit 1; } ;;
+  *) log "COUNT is instructions or syscalls, not $COUNT"; exit 1 ;;
+esac
+case $BODY in small | 16k) ;; *) log "BODY is small or 16k, not $BODY"; exit 1 ;; esac
 # The sidecar as shipped (the `sidecar` profile), unless SIDECAR names another build.
 if [ -z "${SKIP_BUILD:-}" ] && [ -z "${SIDECAR:-}" ]; then
   (cd "$ROOT" && cargo build --profile sidecar -p rollcall-dataplane --bin rollcall-sidecar)
@@ -45,6 +56,7 @@ wait_up() {
 }
 
 printf 'backend small\n' > "$OUT/www/small"
+head -c 16384 /dev/zero | tr '\0' x > "$OUT/www/16k"
 B1=$((BASE_PORT + 1)) B2=$((BASE_PORT + 2)) PROXY=$((BASE_PORT + 10))
 for port in "$B1" "$B2"; do
   dir="$OUT/backend-$port"
@@ -105,27 +117,74 @@ $FORWARDING    server b1 127.0.0.1:$B1 check inter 2s
     server b2 127.0.0.1:$B2 check inter 2s
 EOF
 
-# count NAME CMD...: instructions per request of CMD under callgrind.
+# count NAME CMD...: instructions (or system calls) per request of CMD.
 count() {
+  case $COUNT in
+    instructions) count_instructions "$@" ;;
+    syscalls) count_syscalls "$@" ;;
+  esac
+}
+
+# served NAME: the requests wrk counted in NAME's measured run.
+served() {
+  awk '/requests in/ {print $1}' "$OUT/wrk-$1.txt"
+}
+
+count_instructions() {
   local name=$1
   shift
   valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.$name" "$@" > "$OUT/$name.log" 2>&1 &
   local pid=$!
   wait_up "$PROXY"
-  "$WRK" -t1 -c8 -d3s "http://127.0.0.1:$PROXY/small" > /dev/null
+  "$WRK" -t1 -c8 -d3s "http://127.0.0.1:$PROXY/$BODY" > /dev/null
   callgrind_control -z "$pid" > /dev/null 2>&1
-  "$WRK" -t1 -c8 -d"$DURATION" "http://127.0.0.1:$PROXY/small" > "$OUT/wrk-$name.txt"
+  "$WRK" -t1 -c8 -d"$DURATION" "http://127.0.0.1:$PROXY/$BODY" > "$OUT/wrk-$name.txt"
   callgrind_control -d "$pid" > /dev/null 2>&1
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   local requests total
-  requests=$(awk '/requests in/ {print $1}' "$OUT/wrk-$name.txt")
+  requests=$(served "$name")
   total=$(callgrind_annotate "$OUT/callgrind.$name.1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   if [ -z "$total" ] || [ -z "$requests" ] || [ "$requests" = 0 ]; then
     log "no count for $name; see $OUT/$name.log"
     return 1
   fi
-  echo "instructions: proxy=$name requests=$requests per_request=$((total / requests))"
+  echo "instructions: proxy=$name body=$BODY requests=$requests per_request=$((total / requests))"
+}
+
+count_syscalls() {
+  local name=$1
+  shift
+  "$@" > "$OUT/$name.log" 2>&1 &
+  local pid=$!
+  wait_up "$PROXY"
+  "$WRK" -t1 -c8 -d3s "http://127.0.0.1:$PROXY/$BODY" > /dev/null
+  local threads=()
+  for task in /proc/"$pid"/task/*; do threads+=(-p "${task##*/}"); done
+  strace -c -f -o "$OUT/strace-$name.txt" "${threads[@]}" 2> "$OUT/strace-$name.log" &
+  local tracer=$!
+  # Attached once strace says so for every thread (it prints one line per thread it attaches).
+  for _ in $(seq 1 100); do
+    [ "$(grep -c 'attached' "$OUT/strace-$name.log" 2>/dev/null || true)" -ge $((${#threads[@]} / 2)) ] && break
+    sleep 0.1
+  done
+  "$WRK" -t1 -c8 -d"$DURATION" "http://127.0.0.1:$PROXY/$BODY" > "$OUT/wrk-$name.txt"
+  kill -INT "$tracer"
+  wait "$tracer" 2>/dev/null || true
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  local requests
+  requests=$(served "$name")
+  if [ -z "$requests" ] || [ "$requests" = 0 ] || [ ! -s "$OUT/strace-$name.txt" ]; then
+    log "no count for $name; see $OUT/strace-$name.log"
+    return 1
+  fi
+  # strace -c: "% time, seconds, usecs/call, calls, [errors,] syscall", then a "total" line.
+  awk -v proxy="$name" -v body="$BODY" -v requests="$requests" '
+    $NF == "total" { printf "syscalls: proxy=%s body=%s requests=%d per_request=%.2f\n", proxy, body, requests, $4 / requests; next }
+    $1 ~ /^[0-9.]+$/ && $4 ~ /^[0-9]+$/ && $4 / requests >= 0.01 {
+      printf "syscalls: proxy=%s body=%s call=%s per_request=%.2f\n", proxy, body, $NF, $4 / requests }
+  ' "$OUT/strace-$name.txt"
 }
 
 for name in $ONLY; do

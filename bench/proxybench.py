@@ -149,16 +149,22 @@ def tree(pid):
     return pids
 
 
-def cpu_seconds(pids):
-    total = 0
+def cpu_split(pids):
+    """(user, kernel) CPU seconds the processes have used so far."""
+    user = kernel = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            user += int(fields[11])
+            kernel += int(fields[12])
         except OSError:
             pass
-    return total / CLK_TCK
+    return user / CLK_TCK, kernel / CLK_TCK
+
+
+def cpu_seconds(pids):
+    return sum(cpu_split(pids))
 
 
 def rss_kib(pids):
@@ -198,10 +204,13 @@ def measure(mode, body, name, port, proxy, backend_pids, round_no):
     path = PATHS[body]
     wrk(mode, port, path, WARMUP, False)
     proxy_pids = tree(proxy.pid) if proxy else []
-    before_proxy, before_backends = cpu_seconds(proxy_pids), cpu_seconds(backend_pids)
+    before_proxy, before_backends = cpu_split(proxy_pids), cpu_seconds(backend_pids)
     out = wrk(mode, port, path, DURATION, True,
               os.path.join(OUT, f"wrk-{mode}-{body}-{name}-round{round_no}.txt"))
-    proxy_cpu = cpu_seconds(proxy_pids) - before_proxy
+    after_proxy = cpu_split(proxy_pids)
+    proxy_user = after_proxy[0] - before_proxy[0]
+    proxy_kernel = after_proxy[1] - before_proxy[1]
+    proxy_cpu = proxy_user + proxy_kernel
     backend_cpu = cpu_seconds(backend_pids) - before_backends
     rss = rss_kib(proxy_pids) if proxy else None
     requests = re.search(r"(\d+) requests in", out)
@@ -222,11 +231,13 @@ def measure(mode, body, name, port, proxy, backend_pids, round_no):
         "p99": to_ms(p99.group(1)),
         "errors": errors,
         "proxy_us": proxy_cpu * 1e6 / n if proxy and n else None,
+        # The kernel's share (system calls, TCP), to tell a gap in our code from one below it.
+        "proxy_kernel_us": proxy_kernel * 1e6 / n if proxy and n else None,
         "backend_us": backend_cpu * 1e6 / n if n else None,
         "rss_mib": rss / 1024 if rss is not None else None,
     }
     log(f"  {mode} {body} {name}: {result['rps']:.0f} req/s, p99 {result['p99']:.2f} ms, "
-        f"proxy {fmt(result['proxy_us'], 1)} us/req, backends {fmt(result['backend_us'], 1)} us/req, "
+        f"proxy {fmt(result['proxy_us'], 1)} us/req ({fmt(result['proxy_kernel_us'], 1)} in the kernel), backends {fmt(result['backend_us'], 1)} us/req, "
         f"errors {errors}")
     return result
 
@@ -430,7 +441,7 @@ def main():
              f"2 nginx backends (1 worker each); median (min-max) of {ROUNDS} interleaved round(s)",
              ""]
     headers = ["proxy", "requests/s", "p50 ms", "p99 ms", "proxy CPU us/req",
-               "backend CPU us/req", "proxy RSS MiB", "errors"]
+               "of it kernel", "backend CPU us/req", "proxy RSS MiB", "errors"]
     for mode in MODES:
         for body in BODIES:
             desc = {"pinned": "proxy pinned to CPU 0 with 1 thread, wrk and backends on CPU 1",
@@ -449,6 +460,7 @@ def main():
                              cell([r["p50"] for r in runs], 2),
                              cell([r["p99"] for r in runs], 2),
                              cell([r["proxy_us"] for r in runs], 1),
+                             cell([r["proxy_kernel_us"] for r in runs], 1),
                              cell([r["backend_us"] for r in runs], 1),
                              cell([r["rss_mib"] for r in runs], 1),
                              str(sum(r["errors"] for r in runs))])
@@ -468,7 +480,8 @@ def main():
                     lines.append(
                         f"rollcall vs {other}: throughput {ratio(col('rps', rc), col('rps', ro))}, "
                         f"p99 {ratio(col('p99', rc), col('p99', ro))}, "
-                        f"CPU/request {ratio(col('proxy_us', rc), col('proxy_us', ro))}, "
+                        f"CPU/request {ratio(col('proxy_us', rc), col('proxy_us', ro))} "
+                        f"(kernel {ratio(col('proxy_kernel_us', rc), col('proxy_kernel_us', ro))}), "
                         f"backend CPU/request {ratio(col('backend_us', rc), col('backend_us', ro))}, "
                         f"RSS {ratio(col('rss_mib', rc), col('rss_mib', ro))}")
             lines.append("")
