@@ -32,3 +32,5 @@ mod head_tests;
 mod respond_tests;
 #[cfg(test)]
 mod rewrite_tests;
+#[cfg(test)]
+mod write_tests;

@@ -2,8 +2,10 @@
 //! write it while it reads the other direction: framed as its head said (a length held to
 //! exactly, chunks ended by the trailers the receiver may have, or bytes until the close), small
 //! pieces gathered into one write, large ones written from where they lie beside what is
-//! gathered (one vectored write, not copied). Both directions of the fast engine use it: the
-//! answer to a client (`proxy::fast`) and the request to an endpoint (`upstream::direct`).
+//! gathered (one vectored write, not copied), unless more of a body with a length follows and
+//! may already be read (then gathered too, so that both go in one write). Both directions of
+//! the fast engine use it: the answer to a client (`proxy::fast`) and the request to an
+//! endpoint (`upstream::direct`).
 
 use std::io::IoSlice;
 use std::pin::Pin;
@@ -179,7 +181,7 @@ impl BodyWriter {
             if self.chunked {
                 chunk_head(data.len(), out);
             }
-            if data.len() >= WRITE_IN_PLACE {
+            if data.len() >= WRITE_IN_PLACE && !self.gathers_before_the_rest(out, &data) {
                 self.in_place = Some(data);
                 self.chunk_end_owed = self.chunked;
             } else {
@@ -192,6 +194,17 @@ impl BodyWriter {
                 self.ending = Some(Err(WriteError::Overlong));
             }
         }
+    }
+
+    /// Whether large `data` is copied to the gathered bytes instead of written from where it
+    /// lies: when the head's length says more follows and there is room for it. The next poll
+    /// of the body then decides: its rest, when already read, goes in the same write (one
+    /// segment to the receiver, not two, and no acknowledgement of the first alone); when not
+    /// there yet, what is gathered goes at once, as before. A 16 KiB answer whose first read
+    /// held its head and half its body went out in two writes otherwise: on 127.0.0.1 that was
+    /// 5.39 TCP segments per request against HAProxy's 4.01, and the kernel time to match.
+    fn gathers_before_the_rest(&self, out: &[u8], data: &[u8]) -> bool {
+        self.length_left.is_some_and(|left| left > 0) && out.len() + data.len() <= WRITE_GATHER
     }
 
     /// The body ended: the last chunk and its trailers, or a length found short.
