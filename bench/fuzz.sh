@@ -32,7 +32,7 @@ fi
 # its corpus and keeps running. On 2 cores the optimised build (cargo-fuzz: opt-level 3, one
 # codegen unit per crate, every dependency instrumented) took 10 min 31 s, --codegen-units 16
 # 11 min 36 s, opt-level 1 9 min 19 s, --dev 4 min 17 s; the unoptimised runs then take 3 min 42 s
-# in all instead of about 1.5 (h1_wire replays its 5,000 inputs at 64 a second), so the step
+# in all instead of about 1.5 (h1_wire replays its 5,265 inputs at 64 a second), so the step
 # takes 8 minutes instead of 12. A campaign keeps the optimised build: many times the executions.
 build=("${sanitizer[@]}")
 if [ -n "${SMOKE:-}" ]; then

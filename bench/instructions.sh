@@ -135,6 +135,7 @@ count_instructions() {
   shift
   valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.$name" "$@" > "$OUT/$name.log" 2>&1 &
   local pid=$!
+  PIDS+=("$pid")
   wait_up "$PROXY"
   "$WRK" -t1 -c8 -d3s "http://127.0.0.1:$PROXY/$BODY" > /dev/null
   callgrind_control -z "$pid" > /dev/null 2>&1
@@ -157,19 +158,25 @@ count_syscalls() {
   shift
   "$@" > "$OUT/$name.log" 2>&1 &
   local pid=$!
+  PIDS+=("$pid")
   wait_up "$PROXY"
   "$WRK" -t1 -c8 -d3s "http://127.0.0.1:$PROXY/$BODY" > /dev/null
-  local threads=()
-  for task in /proc/"$pid"/task/*; do threads+=(-p "${task##*/}"); done
-  strace -c -f -o "$OUT/strace-$name.txt" "${threads[@]}" 2> "$OUT/strace-$name.log" &
+  # -f with the process: strace attaches every thread it has, and says so in one line.
+  : > "$OUT/strace-$name.log"
+  strace -c -f -o "$OUT/strace-$name.txt" -p "$pid" 2> "$OUT/strace-$name.log" &
   local tracer=$!
-  # Attached once strace says so for every thread (it prints one line per thread it attaches).
+  PIDS+=("$tracer")
   for _ in $(seq 1 100); do
-    [ "$(grep -c 'attached' "$OUT/strace-$name.log" 2>/dev/null || true)" -ge $((${#threads[@]} / 2)) ] && break
+    grep -q "Process $pid attached" "$OUT/strace-$name.log" && break
+    kill -0 "$tracer" 2> /dev/null || break
     sleep 0.1
   done
+  if ! grep -q "Process $pid attached" "$OUT/strace-$name.log"; then
+    log "strace could not attach to $name (ptrace not permitted?); see $OUT/strace-$name.log"
+    return 1
+  fi
   "$WRK" -t1 -c8 -d"$DURATION" "http://127.0.0.1:$PROXY/$BODY" > "$OUT/wrk-$name.txt"
-  kill -INT "$tracer"
+  kill -INT "$tracer" 2> /dev/null || true
   wait "$tracer" 2>/dev/null || true
   kill "$pid"
   wait "$pid" 2>/dev/null || true
