@@ -110,11 +110,6 @@ impl BodyWriter {
         }
     }
 
-    /// The body's end has been written (or failed): nothing more is asked of it.
-    pub fn is_done(&self) -> bool {
-        self.ending.is_some() && self.in_place.is_none()
-    }
-
     /// Write `out` (bytes gathered before the body: its head, maybe) and `body` after it to
     /// `io`, until the body has ended and every byte is written. An error is the end: the
     /// writer is done after it and the connection must close.
@@ -204,7 +199,7 @@ impl BodyWriter {
     /// held its head and half its body went out in two writes otherwise: on 127.0.0.1 that was
     /// 5.39 TCP segments per request against HAProxy's 4.01, and the kernel time to match.
     fn gathers_before_the_rest(&self, out: &[u8], data: &[u8]) -> bool {
-        self.length_left.is_some_and(|left| left > 0) && out.len() + data.len() <= WRITE_GATHER
+        self.length_left.is_some_and(|left| left > 0) && out.len() + data.len() < WRITE_GATHER
     }
 
     /// The body ended: the last chunk and its trailers, or a length found short.

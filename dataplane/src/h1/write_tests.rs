@@ -1,6 +1,9 @@
 //! How `super::write::BodyWriter` splits a body into writes: a body with a length whose rest is
 //! already at hand goes in one write with its head; a rest not yet there never holds back what
-//! is; large pieces of a body without a length, or its last piece, go from where they lie.
+//! is; large pieces of a body without a length, or its last piece, go from where they lie. And
+//! what it writes: chunks framed, nothing lost or repeated when the receiver takes part of a
+//! write, a body that breaks its length cut at the length or written as far as it came, and
+//! refused either way.
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -11,7 +14,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame};
 use tokio::io::AsyncWrite;
 
-use super::write::{BodyWriter, Framing};
+use super::write::{BodyWriter, Framing, WriteError};
 
 /// A body of the pieces it was given; `None` is a poll that finds nothing yet (and wakes the
 /// writer at once, as a socket becoming readable would).
@@ -36,9 +39,25 @@ impl Body for Pieces {
     }
 }
 
-/// A receiver that takes every write whole and keeps each as one entry.
-#[derive(Default)]
-struct Writes(Vec<Vec<u8>>);
+/// A receiver that keeps each write as one entry, taking at most `most` bytes of it (a socket
+/// whose buffer is nearly full takes part of a write).
+struct Writes {
+    taken: Vec<Vec<u8>>,
+    most: usize,
+}
+
+impl Writes {
+    fn take(&mut self, bufs: &[&[u8]]) -> usize {
+        let one: Vec<u8> = bufs
+            .iter()
+            .flat_map(|b| b.iter().copied())
+            .take(self.most)
+            .collect();
+        let n = one.len();
+        self.taken.push(one);
+        n
+    }
+}
 
 impl AsyncWrite for Writes {
     fn poll_write(
@@ -46,8 +65,7 @@ impl AsyncWrite for Writes {
         _: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        self.0.push(buf.to_vec());
-        Poll::Ready(Ok(buf.len()))
+        Poll::Ready(Ok(self.take(&[buf])))
     }
 
     fn poll_write_vectored(
@@ -55,10 +73,8 @@ impl AsyncWrite for Writes {
         _: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        let one: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
-        let n = one.len();
-        self.0.push(one);
-        Poll::Ready(Ok(n))
+        let slices: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+        Poll::Ready(Ok(self.take(&slices)))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -74,25 +90,52 @@ impl AsyncWrite for Writes {
     }
 }
 
-const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 16384\r\n\r\n";
+/// A head, as the writer finds it gathered before the body (its length is the framing's own
+/// business: the writer goes by `Framing`, not by the head's bytes).
+const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nx-head: 1\r\n\r\n";
 
 fn piece(byte: u8, len: usize) -> Option<Bytes> {
     Some(Bytes::from(vec![byte; len]))
 }
 
-/// The writes `framing`'s body of `pieces` makes after `HEAD`, and the bytes they carry in all.
-async fn writes(framing: Framing, pieces: Vec<Option<Bytes>>) -> (Vec<usize>, Vec<u8>) {
+/// What writing `framing`'s body of `pieces` after `HEAD` did: the size of each write, every
+/// byte written, and how the writing ended.
+struct Written {
+    sizes: Vec<usize>,
+    bytes: Vec<u8>,
+    ended: Result<(), WriteError>,
+}
+
+/// Write `pieces` after `HEAD` to a receiver taking at most `most` bytes a write.
+async fn write_body(framing: Framing, pieces: Vec<Option<Bytes>>, most: usize) -> Written {
     let mut writer = BodyWriter::new(&framing, None);
     let mut body = Pieces(pieces.into());
-    let mut sink = Writes::default();
+    let mut sink = Writes {
+        taken: Vec::new(),
+        most,
+    };
     let mut out = HEAD.to_vec();
-    let written = std::future::poll_fn(|cx| {
+    let ended = std::future::poll_fn(|cx| {
         writer.poll_write(Pin::new(&mut sink), Pin::new(&mut body), &mut out, cx)
     })
     .await;
-    assert!(written.is_ok(), "the body is written whole: {written:?}");
-    let sizes = sink.0.iter().map(Vec::len).collect();
-    (sizes, sink.0.concat())
+    Written {
+        sizes: sink.taken.iter().map(Vec::len).collect(),
+        bytes: sink.taken.concat(),
+        ended,
+    }
+}
+
+/// The writes `framing`'s body of `pieces` makes after `HEAD`, and the bytes they carry in all,
+/// to a receiver that takes every write whole; the body must go out whole.
+async fn writes(framing: Framing, pieces: Vec<Option<Bytes>>) -> (Vec<usize>, Vec<u8>) {
+    let written = write_body(framing, pieces, usize::MAX).await;
+    assert!(
+        written.ended.is_ok(),
+        "the body is written whole: {:?}",
+        written.ended
+    );
+    (written.sizes, written.bytes)
 }
 
 fn expected(pieces: &[(u8, usize)]) -> Vec<u8> {
@@ -163,4 +206,72 @@ async fn a_body_without_a_length_writes_each_large_piece_as_it_comes() {
     .await;
     assert_eq!(sizes, vec![HEAD.len() + 8000, 8000]);
     assert_eq!(bytes, expected(&[(b'a', 8000), (b'b', 8000)]));
+}
+
+#[tokio::test]
+async fn a_chunked_body_frames_each_piece_and_writes_large_ones_from_where_they_lie() {
+    let (sizes, bytes) = writes(
+        Framing::Chunked(None),
+        vec![piece(b'a', 10), piece(b'b', 5000), piece(b'c', 3)],
+    )
+    .await;
+    let mut want = HEAD.to_vec();
+    want.extend_from_slice(b"A\r\n");
+    want.extend(std::iter::repeat_n(b'a', 10));
+    want.extend_from_slice(b"\r\n1388\r\n");
+    want.extend(std::iter::repeat_n(b'b', 5000));
+    want.extend_from_slice(b"\r\n3\r\nccc\r\n0\r\n\r\n");
+    assert_eq!(bytes, want);
+    // The large chunk went beside what was gathered before it, in one write, not copied; its
+    // end, the last small chunk and the last chunk were gathered after it.
+    assert_eq!(sizes, vec![HEAD.len() + 3 + 10 + 2 + 6 + 5000, 2 + 8 + 5]);
+}
+
+#[tokio::test]
+async fn partial_writes_lose_and_repeat_nothing() {
+    let pieces = vec![
+        piece(b'a', 100),
+        piece(b'b', 9000),
+        None,
+        piece(b'c', 7000),
+        piece(b'd', 284),
+    ];
+    let written = write_body(Framing::Length(16384), pieces, 1000).await;
+    assert!(written.ended.is_ok(), "{:?}", written.ended);
+    assert!(written.sizes.iter().all(|&n| n <= 1000));
+    assert_eq!(
+        written.bytes,
+        expected(&[(b'a', 100), (b'b', 9000), (b'c', 7000), (b'd', 284)])
+    );
+}
+
+#[tokio::test]
+async fn a_body_past_its_length_is_cut_at_the_length_and_refused() {
+    let written = write_body(
+        Framing::Length(150),
+        vec![piece(b'a', 100), piece(b'b', 100)],
+        usize::MAX,
+    )
+    .await;
+    assert!(matches!(written.ended, Err(WriteError::Overlong)));
+    assert_eq!(written.bytes, expected(&[(b'a', 100), (b'b', 50)]));
+}
+
+#[tokio::test]
+async fn a_body_short_of_its_length_writes_what_came_and_is_refused() {
+    let written = write_body(Framing::Length(16384), vec![piece(b'a', 9000)], usize::MAX).await;
+    assert!(matches!(written.ended, Err(WriteError::Short)));
+    assert_eq!(written.bytes, expected(&[(b'a', 9000)]));
+}
+
+#[tokio::test]
+async fn a_piece_that_fills_the_gathering_exactly_goes_in_the_same_write() {
+    let fill = 16 * 1024 - HEAD.len();
+    let (sizes, bytes) = writes(
+        Framing::Length(fill as u64 + 10),
+        vec![piece(b'a', fill), piece(b'b', 10)],
+    )
+    .await;
+    assert_eq!(sizes, vec![16 * 1024, 10]);
+    assert_eq!(bytes, expected(&[(b'a', fill), (b'b', 10)]));
 }
