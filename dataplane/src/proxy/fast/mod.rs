@@ -15,9 +15,13 @@
 //! in flight ends that request; stopping answers the request in flight with
 //! `Connection: close` and closes an idle connection at once; cutting closes at once.
 //!
-//! The upstream side is the hyper engine's (`crate::upstream`) for now.
+//! The endpoint side is `crate::upstream`, on the sidecar's own HTTP/1.1 connections
+//! (`upstream::direct`). The connection's cut and stop are waited on through `cancelled`, the
+//! head's 30 s through one timer set again for each head: both are asked several times a
+//! request, and neither takes a lock to be asked again.
 
 mod answer_body;
+mod cancelled;
 mod date;
 mod prefixed;
 mod request_body;
@@ -33,10 +37,10 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::time::Instant;
-use tokio_util::sync::WaitForCancellationFutureOwned;
+use tokio::time::{Instant, Sleep};
 
 use self::answer_body::write_answer;
+use self::cancelled::Cancelled;
 use self::prefixed::Prefixed;
 pub(crate) use self::request_body::FastBody;
 use self::request_body::{Continue, READ_CHUNK, ReadSide, ReadSlot, make_room};
@@ -69,8 +73,9 @@ pub(super) async fn serve(stream: TcpStream, connection: Connection) {
         fields: Vec::with_capacity(32),
         out: Vec::with_capacity(READ_CHUNK),
         slot: ReadSlot::default(),
-        cut: Box::pin(connection.cut.clone().cancelled_owned()),
-        stop: Box::pin(connection.stop.clone().cancelled_owned()),
+        cut: Cancelled::new(connection.cut.clone()),
+        stop: Cancelled::new(connection.stop.clone()),
+        head_timer: Box::pin(tokio::time::sleep(HEAD_TIMEOUT)),
         http10_peer: false,
     };
     let mut first = true;
@@ -83,6 +88,7 @@ pub(super) async fn serve(stream: TcpStream, connection: Connection) {
             &mut served.fields,
             &mut served.cut,
             &mut served.stop,
+            &mut served.head_timer,
             &connection,
         )
         .await
@@ -121,11 +127,13 @@ struct Served {
     /// The connection's `cut` and `stop`, waited on once for the connection's life.
     cut: Cancelled,
     stop: Cancelled,
+    /// The wait for a whole head, one timer for the connection's life: set again for each head
+    /// (moving a pending timer later is one atomic exchange; a new timer per head was a
+    /// registration and a removal, each under the timer wheel's lock).
+    head_timer: Pin<Box<Sleep>>,
     /// The last request was HTTP/1.0 (hyper answers even a refusal in the peer's version).
     http10_peer: bool,
 }
-
-type Cancelled = Pin<Box<WaitForCancellationFutureOwned>>;
 
 enum Next {
     Head(RequestHead),
@@ -143,9 +151,10 @@ async fn next_head(
     fields: &mut Vec<Field>,
     cut: &mut Cancelled,
     stop: &mut Cancelled,
+    head_timer: &mut Pin<Box<Sleep>>,
     connection: &Connection,
 ) -> Next {
-    let deadline = Instant::now() + HEAD_TIMEOUT;
+    head_timer.as_mut().reset(Instant::now() + HEAD_TIMEOUT);
     // The buffer's length when the head was last found incomplete.
     let mut partial: Option<usize> = None;
     loop {
@@ -181,9 +190,9 @@ async fn next_head(
                 Ok(0) | Err(_) => return Next::Closed,
                 Ok(_) => {}
             },
-            () = cut.as_mut() => return Next::Closed,
-            () = stop.as_mut(), if idle => return Next::Closed,
-            () = tokio::time::sleep_until(deadline) => {
+            () = &mut *cut => return Next::Closed,
+            () = &mut *stop, if idle => return Next::Closed,
+            () = head_timer.as_mut() => {
                 tracing::debug!(client = %connection.peer, "no whole request head within 30s: closing");
                 return Next::Closed;
             }
@@ -228,7 +237,7 @@ impl Served {
         };
         let answer = forward_request(Arc::clone(&connection.pool), request, &connection.client);
         tokio::pin!(answer);
-        let mut stopping = connection.stop.is_cancelled();
+        let mut stopping = self.stop.is_cancelled();
         let response = loop {
             // As hyper's server: the end of the client's side is looked for only while nothing
             // it sent waits in the buffer (pipelined requests are answered first).
@@ -241,7 +250,7 @@ impl Served {
                 () = wanted(inviting), if inviting.is_some() => {
                     let sent = tokio::select! {
                         biased;
-                        () = self.cut.as_mut() => return false,
+                        () = &mut self.cut => return false,
                         sent = self.write.write_all(CONTINUE) => sent,
                     };
                     if let Some(expect) = &expect {
@@ -251,8 +260,8 @@ impl Served {
                         return false;
                     }
                 }
-                () = self.cut.as_mut() => return false,
-                () = self.stop.as_mut(), if !stopping => stopping = true,
+                () = &mut self.cut => return false,
+                () = &mut self.stop, if !stopping => stopping = true,
                 // hyper's server ends a request whose client closed (it reads on, mid-message).
                 got = read_ahead(watched), if watching => match got {
                     Ok(0) | Err(_) => return false,
@@ -284,7 +293,7 @@ impl Served {
         let written = tokio::select! {
             biased;
             written = write_answer(&mut self.write, &mut self.out, body, &framing, trailers_sent) => written,
-            () = self.cut.as_mut() => return false,
+            () = &mut self.cut => return false,
         };
         if let Err(why) = written {
             tracing::debug!(client = %connection.peer, why, "answer cut: closing");
@@ -325,7 +334,7 @@ impl Served {
         {
             tokio::select! {
                 biased;
-                () = self.cut.as_mut() => return,
+                () = &mut self.cut => return,
                 _ = self.write.write_all(&self.out) => {}
             }
         }
