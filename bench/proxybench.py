@@ -226,6 +226,7 @@ def measure(mode, body, name, port, proxy, backend_pids, round_no):
     if sock:
         errors += sum(int(x) for x in sock.groups())
     result = {
+        "round": round_no,
         "rps": float(rps.group(1)),
         "p50": to_ms(p50.group(1)),
         "p99": to_ms(p99.group(1)),
@@ -371,6 +372,21 @@ def cell(values, digits):
     return f"{med:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
 
 
+def paired(a, b, key):
+    """Round-by-round ratios of `key`, a over b: each round ran both proxies back to back, so a
+    pair saw the same machine, while the medians above mix rounds minutes apart. Median
+    (min-max) of the ratios, and in how many rounds a was below b."""
+    others = {y["round"]: y for y in b}
+    pairs = [(x[key], others[x["round"]][key]) for x in a
+             if x["round"] in others
+             and x.get(key) is not None and others[x["round"]].get(key) not in (None, 0)]
+    if not pairs:
+        return "n/a"
+    rs = [x / y for x, y in pairs]
+    below = sum(r < 1 for r in rs)
+    return f"{statistics.median(rs):.2f}x ({min(rs):.2f}-{max(rs):.2f}; below 1 in {below} of {len(rs)})"
+
+
 def ratio(a, b):
     sa, sb = summary(a), summary(b)
     if sa is None or sb is None or sb[0] == 0:
@@ -484,6 +500,10 @@ def main():
                         f"(kernel {ratio(col('proxy_kernel_us', rc), col('proxy_kernel_us', ro))}), "
                         f"backend CPU/request {ratio(col('backend_us', rc), col('backend_us', ro))}, "
                         f"RSS {ratio(col('rss_mib', rc), col('rss_mib', ro))}")
+                    lines.append(
+                        f"  round by round: throughput {paired(rc, ro, 'rps')}, "
+                        f"p99 {paired(rc, ro, 'p99')}, "
+                        f"CPU/request {paired(rc, ro, 'proxy_us')}")
             lines.append("")
     lines.append("(throughput above 1x, and p99, CPU per request and RSS below 1x, favour rollcall)")
     text = "\n".join(lines)
