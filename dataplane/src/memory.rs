@@ -35,7 +35,7 @@ pub fn roster_applied(endpoints: usize) {
 }
 
 /// One pending release at most, however many large rosters arrive before it runs.
-pub struct Releaser {
+struct Releaser {
     release: fn() -> bool,
     pending: AtomicBool,
     /// Large rosters applied so far: the pending release waits until this stops moving.
@@ -43,7 +43,7 @@ pub struct Releaser {
 }
 
 impl Releaser {
-    pub fn new(release: fn() -> bool) -> Self {
+    fn new(release: fn() -> bool) -> Self {
         Self {
             release,
             pending: AtomicBool::new(false),
@@ -53,7 +53,7 @@ impl Releaser {
 
     /// A large roster schedules a release [`RELEASE_DELAY`] after the last large roster (a
     /// pending one waits longer), if a runtime is there to wait on.
-    pub fn roster_applied(&'static self, endpoints: usize) {
+    fn roster_applied(&'static self, endpoints: usize) {
         if endpoints < LARGE_ROSTER {
             return;
         }

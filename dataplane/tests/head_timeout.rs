@@ -21,7 +21,8 @@ use tokio::time::Instant;
 
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
-async fn sidecar(engine: Http1Engine) -> (Harness, Recorder) {
+/// A sidecar on `engine` in front of one recording backend, and a client connected to it.
+async fn connected(engine: Http1Engine) -> (Harness, Recorder, TcpStream) {
     let backend = Recorder::spawn("a", 200, Duration::ZERO).await;
     let run = RunOptions {
         tuning: Tuning {
@@ -31,11 +32,21 @@ async fn sidecar(engine: Http1Engine) -> (Harness, Recorder) {
         ..RunOptions::default()
     };
     let yaml = config(&[backend.addr()], "{healthCheck: {type: None}}");
-    (Harness::start_exactly(&yaml, run).await, backend)
+    let harness = Harness::start_exactly(&yaml, run).await;
+    let client = TcpStream::connect(harness.listen("web").await)
+        .await
+        .expect("connect");
+    (harness, backend, client)
 }
 
-/// Read until the peer closes; how long after `since` it did, and what it sent first.
-async fn until_closed(client: &mut TcpStream, since: Instant) -> (Duration, Vec<u8>) {
+/// Send part of a head, then read until the peer closes: how long after `since` it did, and
+/// what it sent first.
+async fn part_of_a_head_until_closed(
+    client: &mut TcpStream,
+    part: &[u8],
+    since: Instant,
+) -> (Duration, Vec<u8>) {
+    client.write_all(part).await.expect("send part of a head");
     let mut read = Vec::new();
     // A reset counts as a close too: what matters is when, and that nothing was answered.
     let _ = client.read_to_end(&mut read).await;
@@ -82,16 +93,10 @@ fn assert_closed_at_the_timeout(engine: Http1Engine, what: &str, after: Duration
 #[tokio::test(start_paused = true)]
 async fn part_of_a_head_and_then_nothing_is_closed_unanswered_after_30s() {
     for engine in [Http1Engine::Hyper, Http1Engine::Fast] {
-        let (harness, _backend) = sidecar(engine).await;
-        let mut client = TcpStream::connect(harness.listen("web").await)
-            .await
-            .expect("connect");
+        let (_harness, _backend, mut client) = connected(engine).await;
         let start = Instant::now();
-        client
-            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
-            .await
-            .expect("send part of a head");
-        let (after, sent) = until_closed(&mut client, start).await;
+        let (after, sent) =
+            part_of_a_head_until_closed(&mut client, b"GET / HTTP/1.1\r\nHost: x\r\n", start).await;
         assert_closed_at_the_timeout(engine, "a fresh connection", after, &sent);
     }
 }
@@ -99,10 +104,7 @@ async fn part_of_a_head_and_then_nothing_is_closed_unanswered_after_30s() {
 #[tokio::test(start_paused = true)]
 async fn each_wait_for_a_head_on_a_kept_alive_connection_gets_its_own_30s() {
     for engine in [Http1Engine::Hyper, Http1Engine::Fast] {
-        let (harness, backend) = sidecar(engine).await;
-        let mut client = TcpStream::connect(harness.listen("web").await)
-            .await
-            .expect("connect");
+        let (_harness, backend, mut client) = connected(engine).await;
         // The first wait lasts 25 s, then a whole request comes and is answered.
         tokio::time::sleep(Duration::from_secs(25)).await;
         client
@@ -117,11 +119,9 @@ async fn each_wait_for_a_head_on_a_kept_alive_connection_gets_its_own_30s() {
         assert_eq!(backend.arrivals().len(), 1);
         // The second wait starts now: 30 s from here, not from the first wait's start.
         let second_wait = Instant::now();
-        client
-            .write_all(b"GET /second HTTP/1.1\r\n")
-            .await
-            .expect("send part of a head");
-        let (after, sent) = until_closed(&mut client, second_wait).await;
+        let (after, sent) =
+            part_of_a_head_until_closed(&mut client, b"GET /second HTTP/1.1\r\n", second_wait)
+                .await;
         assert_closed_at_the_timeout(engine, "the second head", after, &sent);
         assert_eq!(
             backend.arrivals().len(),
