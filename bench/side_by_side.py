@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""CPU per request of the sidecar and HAProxy measured at the same time, on the same CPU.
+
+Driven by bench/side_by_side.sh. bench/run.sh runs one proxy after the other, and on a shared VM
+the machine changes between two runs seconds apart: there the per-round CPU ratio of two proxies
+at parity spreads from about 0.75 to 1.3, wider than the differences worth measuring. Here both
+proxies run at once, pinned to CPU 0 with one thread each, each under its own wrk (CONNECTIONS
+each) for DURATION, with the two nginx backends and both wrk on CPU 1: whatever slows the
+machine slows both in the same seconds, so the ratio of their CPU time per request (user and
+system, from /proc, over the same interval) is steadier. Throughput and latency are not compared
+(the two share one CPU by the scheduler's choice); bench/run.sh measures those.
+
+Each round prints both proxies' CPU per request and the ratio; the summary gives the median ratio,
+its range, and in how many rounds the sidecar's figure was the lower. Only 127.0.0.1 is used and
+every process started is stopped on exit.
+"""
+
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+
+import proxybench as pb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pb.OUT = os.path.join(ROOT, "bench", "out", "side-by-side")
+ROUNDS = int(os.environ.get("ROUNDS", "7"))
+DURATION = os.environ.get("DURATION", "5s")
+WARMUP = os.environ.get("WARMUP", "1s")
+CONNECTIONS = int(os.environ.get("CONNECTIONS", "32"))
+BODIES = os.environ.get("BODIES", "small 16k").split()
+OTHER = os.environ.get("OTHER", "haproxy")
+
+
+def wrk(port, path, duration, outfile=None):
+    """wrk on the load CPU against 127.0.0.1:port, as a running process."""
+    cmd = [pb.TASKSET, "-c", pb.LOAD_CPU, pb.WRK, "-t1", f"-c{CONNECTIONS}", f"-d{duration}",
+           f"http://127.0.0.1:{port}{path}"]
+    out = open(outfile, "w") if outfile else subprocess.DEVNULL
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
+
+
+def requests_served(path):
+    with open(path) as f:
+        text = f.read()
+    served = re.search(r"(\d+) requests in", text)
+    failed = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    errors = int(failed.group(1)) if failed else 0
+    if socket_errors:
+        errors += sum(int(x) for x in socket_errors.groups())
+    return (int(served.group(1)) if served else 0), errors
+
+
+def one_round(body, proxies, round_no):
+    """Both proxies under load at once; CPU microseconds per request of each, or None."""
+    path = pb.PATHS[body]
+    warm = [wrk(pb.PORTS[name], path, WARMUP) for name in proxies]
+    for w in warm:
+        w.wait()
+    pids = {name: pb.tree(proc.pid) for name, proc in proxies.items()}
+    before = {name: pb.cpu_seconds(p) for name, p in pids.items()}
+    outs = {name: os.path.join(pb.OUT, f"wrk-{body}-{name}-round{round_no}.txt") for name in proxies}
+    loads = [wrk(pb.PORTS[name], path, DURATION, outs[name]) for name in proxies]
+    for w in loads:
+        w.wait()
+    after = {name: pb.cpu_seconds(p) for name, p in pids.items()}
+    result = {}
+    for name in proxies:
+        served, errors = requests_served(outs[name])
+        if not served or errors:
+            pb.log(f"  {body} {name}: {served} requests, {errors} errors; see {outs[name]}")
+            return None
+        result[name] = ((after[name] - before[name]) * 1e6 / served, served)
+    return result
+
+
+def main():
+    for tool, name in ((pb.NGINX, "nginx"), (pb.HAPROXY, "haproxy"), (pb.WRK, "wrk"),
+                       (pb.TASKSET, "taskset")):
+        if not tool:
+            pb.log(f"{name} is missing (bench/side_by_side.sh installs it)")
+            return 1
+    if os.cpu_count() < 2:
+        pb.log("this benchmark needs two CPUs")
+        return 1
+    if OTHER not in ("haproxy", "nginx"):
+        pb.log(f"OTHER is haproxy or nginx, not {OTHER}")
+        return 1
+    shutil.rmtree(pb.OUT, ignore_errors=True)
+    os.makedirs(pb.OUT)
+    pb.write_configs()
+    signal.signal(signal.SIGINT, pb.stop_all)
+    signal.signal(signal.SIGTERM, pb.stop_all)
+    ratios = {body: [] for body in BODIES}
+    figures = {body: {"rollcall": [], OTHER: []} for body in BODIES}
+    try:
+        for port in pb.BACKENDS:
+            d = os.path.join(pb.OUT, f"backend-{port}")
+            cmd = [pb.NGINX, "-p", d, "-e", os.path.join(d, "error.log"),
+                   "-c", os.path.join(d, "nginx.conf"), "-g", "daemon off;"]
+            proc = pb.start(pb.pinned("pinned", pb.LOAD_CPU, cmd), f"backend-{port}.log")
+            if not pb.wait_up(port, proc):
+                pb.log(f"the backend on 127.0.0.1:{port} did not come up; see {pb.OUT}")
+                return 1
+        proxies = {}
+        for name in ("rollcall", OTHER):
+            proc = pb.start(pb.pinned("pinned", pb.PROXY_CPU, pb.proxy_command(name, "pinned")),
+                            f"{name}.log")
+            if not pb.wait_up(pb.PORTS[name], proc):
+                pb.log(f"{name} did not come up; see {pb.OUT}/{name}.log")
+                return 1
+            proxies[name] = proc
+        for round_no in range(1, ROUNDS + 1):
+            for body in BODIES:
+                r = one_round(body, proxies, round_no)
+                if r is None:
+                    return 1
+                ours, theirs = r["rollcall"][0], r[OTHER][0]
+                ratios[body].append(ours / theirs)
+                figures[body]["rollcall"].append(ours)
+                figures[body][OTHER].append(theirs)
+                pb.log(f"round {round_no} {body}: rollcall {ours:.1f} us/req ({r['rollcall'][1]} requests), "
+                       f"{OTHER} {theirs:.1f} us/req ({r[OTHER][1]} requests), ratio {ours / theirs:.2f}")
+    finally:
+        for proc in list(pb.running):
+            pb.stop(proc)
+
+    lines = [f"CPU per request side by side: rollcall ({' '.join(pb.SIDECAR_ARGS) or 'default flags'}) "
+             f"and {OTHER} on CPU 0 at once, one thread each, wrk -c{CONNECTIONS} -d{DURATION} "
+             f"on each, backends and wrk on CPU 1; {ROUNDS} rounds",
+             f"machine: {os.cpu_count()} CPUs, {pb.cpu_model()}, load average {pb.loadavg()}"]
+    for body in BODIES:
+        rs = ratios[body]
+        below = sum(r < 1 for r in rs)
+        ours = statistics.median(figures[body]["rollcall"])
+        theirs = statistics.median(figures[body][OTHER])
+        lines.append(f"{body}: rollcall {ours:.1f} us/req, {OTHER} {theirs:.1f} us/req (medians); "
+                     f"ratio {statistics.median(rs):.2f}x ({min(rs):.2f}-{max(rs):.2f}), "
+                     f"rollcall lower in {below} of {len(rs)} rounds")
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(pb.OUT, "results.txt"), "w") as f:
+        f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
