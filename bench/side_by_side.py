@@ -58,13 +58,14 @@ def requests_served(path):
 def one_round(body, proxies, round_no):
     """Both proxies under load at once; CPU microseconds per request of each, or None."""
     path = pb.PATHS[body]
-    warm = [wrk(pb.PORTS[name], path, WARMUP) for name in proxies]
+    names = list(proxies)
+    warm = [wrk(pb.PORTS[name], path, WARMUP) for name in names]
     for w in warm:
         w.wait()
-    pids = {name: pb.tree(proc.pid) for name, proc in proxies.items()}
+    pids = {name: pb.tree(proxies[name].pid) for name in names}
     before = {name: pb.cpu_seconds(p) for name, p in pids.items()}
-    outs = {name: os.path.join(pb.OUT, f"wrk-{body}-{name}-round{round_no}.txt") for name in proxies}
-    loads = [wrk(pb.PORTS[name], path, DURATION, outs[name]) for name in proxies]
+    outs = {name: os.path.join(pb.OUT, f"wrk-{body}-{name}-round{round_no}.txt") for name in names}
+    loads = [wrk(pb.PORTS[name], path, DURATION, outs[name]) for name in names]
     for w in loads:
         w.wait()
     after = {name: pb.cpu_seconds(p) for name, p in pids.items()}
@@ -87,8 +88,11 @@ def main():
     if os.cpu_count() < 2:
         pb.log("this benchmark needs two CPUs")
         return 1
-    if OTHER not in ("haproxy", "nginx"):
-        pb.log(f"OTHER is haproxy or nginx, not {OTHER}")
+    if OTHER not in ("haproxy", "nginx", "before"):
+        pb.log(f"OTHER is haproxy, nginx or before (with BEFORE=/path/to/rollcall-sidecar), not {OTHER}")
+        return 1
+    if OTHER == "before" and not pb.BEFORE:
+        pb.log("OTHER=before needs BEFORE=/path/to/another/rollcall-sidecar")
         return 1
     shutil.rmtree(pb.OUT, ignore_errors=True)
     os.makedirs(pb.OUT)
@@ -106,15 +110,19 @@ def main():
             if not pb.wait_up(port, proc):
                 pb.log(f"the backend on 127.0.0.1:{port} did not come up; see {pb.OUT}")
                 return 1
-        proxies = {}
-        for name in ("rollcall", OTHER):
-            proc = pb.start(pb.pinned("pinned", pb.PROXY_CPU, pb.proxy_command(name, "pinned")),
-                            f"{name}.log")
-            if not pb.wait_up(pb.PORTS[name], proc):
-                pb.log(f"{name} did not come up; see {pb.OUT}/{name}.log")
-                return 1
-            proxies[name] = proc
         for round_no in range(1, ROUNDS + 1):
+            # Both proxies start afresh each round, in turns first: in an A/A run (one binary
+            # in both places, never restarted) the same place came out about 1% dearer every
+            # round, whichever load started first.
+            order = ("rollcall", OTHER) if round_no % 2 else (OTHER, "rollcall")
+            proxies = {}
+            for name in order:
+                proc = pb.start(pb.pinned("pinned", pb.PROXY_CPU, pb.proxy_command(name, "pinned")),
+                                f"{name}.log")
+                if not pb.wait_up(pb.PORTS[name], proc):
+                    pb.log(f"{name} did not come up; see {pb.OUT}/{name}.log")
+                    return 1
+                proxies[name] = proc
             for body in BODIES:
                 r = one_round(body, proxies, round_no)
                 if r is None:
@@ -125,6 +133,8 @@ def main():
                 figures[body][OTHER].append(theirs)
                 pb.log(f"round {round_no} {body}: rollcall {ours:.1f} us/req ({r['rollcall'][1]} requests), "
                        f"{OTHER} {theirs:.1f} us/req ({r[OTHER][1]} requests), ratio {ours / theirs:.2f}")
+            for proc in proxies.values():
+                pb.stop(proc)
     finally:
         for proc in list(pb.running):
             pb.stop(proc)

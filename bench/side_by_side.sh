@@ -6,8 +6,9 @@
 #   ./bench/side_by_side.sh
 #   SIDECAR_ARGS="--http1-engine fast" ROUNDS=11 ./bench/side_by_side.sh
 #   OTHER=nginx BODIES=16k ./bench/side_by_side.sh
+#   OTHER=before BEFORE=/tmp/old/rollcall-sidecar ./bench/side_by_side.sh   # A/B two builds
 # Environment: ROUNDS (7), DURATION (5s), WARMUP (1s), CONNECTIONS (32 per proxy), BODIES
-# ("small 16k"), OTHER (haproxy or nginx), SIDECAR, SIDECAR_ARGS, FORWARDING_FIELDS, BASE_PORT.
+# ("small 16k"), OTHER (haproxy, nginx, or before: the BEFORE binary), SIDECAR, SIDECAR_ARGS, FORWARDING_FIELDS, BASE_PORT.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 log() { printf '%s\n' "$*" >&2; }
