@@ -27,7 +27,8 @@ import proxybench as pb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pb.OUT = os.path.join(ROOT, "bench", "out", "side-by-side")
-ROUNDS = int(os.environ.get("ROUNDS", "7"))
+# Even, so each proxy starts first in as many rounds as the other.
+ROUNDS = int(os.environ.get("ROUNDS", "8"))
 DURATION = os.environ.get("DURATION", "5s")
 WARMUP = os.environ.get("WARMUP", "1s")
 CONNECTIONS = int(os.environ.get("CONNECTIONS", "32"))
@@ -36,11 +37,24 @@ OTHER = os.environ.get("OTHER", "haproxy")
 
 
 def wrk(port, path, duration, outfile=None):
-    """wrk on the load CPU against 127.0.0.1:port, as a running process."""
+    """wrk on the load CPU against 127.0.0.1:port, as a running process (stopped with the rest
+    on exit: it is in proxybench's list of running processes until `finish` takes it off)."""
     cmd = [pb.TASKSET, "-c", pb.LOAD_CPU, pb.WRK, "-t1", f"-c{CONNECTIONS}", f"-d{duration}",
            f"http://127.0.0.1:{port}{path}"]
-    out = open(outfile, "w") if outfile else subprocess.DEVNULL
-    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
+    if outfile:
+        with open(outfile, "w") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    else:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    pb.running.append(proc)
+    return proc
+
+
+def finish(procs):
+    for proc in procs:
+        proc.wait()
+        if proc in pb.running:
+            pb.running.remove(proc)
 
 
 def requests_served(path):
@@ -59,15 +73,11 @@ def one_round(body, proxies, round_no):
     """Both proxies under load at once; CPU microseconds per request of each, or None."""
     path = pb.PATHS[body]
     names = list(proxies)
-    warm = [wrk(pb.PORTS[name], path, WARMUP) for name in names]
-    for w in warm:
-        w.wait()
+    finish([wrk(pb.PORTS[name], path, WARMUP) for name in names])
     pids = {name: pb.tree(proxies[name].pid) for name in names}
     before = {name: pb.cpu_seconds(p) for name, p in pids.items()}
     outs = {name: os.path.join(pb.OUT, f"wrk-{body}-{name}-round{round_no}.txt") for name in names}
-    loads = [wrk(pb.PORTS[name], path, DURATION, outs[name]) for name in names]
-    for w in loads:
-        w.wait()
+    finish([wrk(pb.PORTS[name], path, DURATION, outs[name]) for name in names])
     after = {name: pb.cpu_seconds(p) for name, p in pids.items()}
     result = {}
     for name in proxies:
@@ -99,6 +109,7 @@ def main():
     pb.write_configs()
     signal.signal(signal.SIGINT, pb.stop_all)
     signal.signal(signal.SIGTERM, pb.stop_all)
+    failed = False
     ratios = {body: [] for body in BODIES}
     figures = {body: {"rollcall": [], OTHER: []} for body in BODIES}
     try:
@@ -112,8 +123,8 @@ def main():
                 return 1
         for round_no in range(1, ROUNDS + 1):
             # Both proxies start afresh each round, in turns first: in an A/A run (one binary
-            # in both places, never restarted) the same place came out about 1% dearer every
-            # round, whichever load started first.
+            # in both places, started once) the proxy started first came out about 1% dearer
+            # in every round, whichever wrk started first.
             order = ("rollcall", OTHER) if round_no % 2 else (OTHER, "rollcall")
             proxies = {}
             for name in order:
@@ -126,7 +137,8 @@ def main():
             for body in BODIES:
                 r = one_round(body, proxies, round_no)
                 if r is None:
-                    return 1
+                    failed = True
+                    break
                 ours, theirs = r["rollcall"][0], r[OTHER][0]
                 ratios[body].append(ours / theirs)
                 figures[body]["rollcall"].append(ours)
@@ -135,6 +147,8 @@ def main():
                        f"{OTHER} {theirs:.1f} us/req ({r[OTHER][1]} requests), ratio {ours / theirs:.2f}")
             for proc in proxies.values():
                 pb.stop(proc)
+            if failed:
+                break
     finally:
         for proc in list(pb.running):
             pb.stop(proc)
@@ -143,8 +157,13 @@ def main():
              f"and {OTHER} on CPU 0 at once, one thread each, wrk -c{CONNECTIONS} -d{DURATION} "
              f"on each, backends and wrk on CPU 1; {ROUNDS} rounds",
              f"machine: {os.cpu_count()} CPUs, {pb.cpu_model()}, load average {pb.loadavg()}"]
+    if failed:
+        lines.append("stopped early: a round failed (above); the rounds measured before it:")
     for body in BODIES:
         rs = ratios[body]
+        if not rs:
+            lines.append(f"{body}: no round measured")
+            continue
         below = sum(r < 1 for r in rs)
         ours = statistics.median(figures[body]["rollcall"])
         theirs = statistics.median(figures[body][OTHER])
@@ -155,7 +174,7 @@ def main():
     print(text)
     with open(os.path.join(pb.OUT, "results.txt"), "w") as f:
         f.write(text + "\n")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -351,6 +351,9 @@ impl Served {
         let Ok(stream) = read.io.reunite(self.write) else {
             return;
         };
+        // The waits of this loop go now, not when hyper's server is done with the connection
+        // (the head timer would wake its task once more, up to 30 s on).
+        drop((self.cut, self.stop, self.head_timer));
         let io = Prefixed::new(read.buf.freeze(), stream);
         serve_with_hyper(TokioIo::new(io), connection).await;
     }
