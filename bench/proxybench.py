@@ -200,6 +200,30 @@ def wrk(mode, port, path, duration, latency, outfile=None):
     return out
 
 
+def wrk_errors(out):
+    """Non-2xx answers and socket errors in wrk's output."""
+    errors = sum(int(x) for x in re.findall(r"Non-2xx or 3xx responses:\s+(\d+)", out))
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if sock:
+        errors += sum(int(x) for x in sock.groups())
+    return errors
+
+
+def start_backends(mode):
+    """The two nginx backends (on the load CPU when pinned), or None if one did not come up."""
+    backends = []
+    for port in BACKENDS:
+        d = os.path.join(OUT, f"backend-{port}")
+        cmd = [NGINX, "-p", d, "-e", os.path.join(d, "error.log"),
+               "-c", os.path.join(d, "nginx.conf"), "-g", "daemon off;"]
+        proc = start(pinned(mode, LOAD_CPU, cmd), f"backend-{port}.log")
+        if not wait_up(port, proc):
+            log(f"the backend on 127.0.0.1:{port} did not come up; see {OUT}")
+            return None
+        backends.append(proc)
+    return backends
+
+
 def measure(mode, body, name, port, proxy, backend_pids, round_no):
     path = PATHS[body]
     wrk(mode, port, path, WARMUP, False)
@@ -221,10 +245,7 @@ def measure(mode, body, name, port, proxy, backend_pids, round_no):
         log(f"  {name}: wrk gave no result; see bench/out")
         return None
     n = int(requests.group(1))
-    errors = sum(int(x) for x in re.findall(r"Non-2xx or 3xx responses:\s+(\d+)", out))
-    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    if sock:
-        errors += sum(int(x) for x in sock.groups())
+    errors = wrk_errors(out)
     result = {
         "round": round_no,
         "rps": float(rps.group(1)),
@@ -412,16 +433,9 @@ def main():
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     try:
         for mode in MODES:
-            backends = []
-            for port in BACKENDS:
-                d = os.path.join(OUT, f"backend-{port}")
-                cmd = [NGINX, "-p", d, "-e", os.path.join(d, "error.log"),
-                       "-c", os.path.join(d, "nginx.conf"), "-g", "daemon off;"]
-                proc = start(pinned(mode, LOAD_CPU, cmd), f"backend-{port}.log")
-                if not wait_up(port, proc):
-                    log(f"the backend on 127.0.0.1:{port} did not come up; see bench/out")
-                    return 1
-                backends.append(proc)
+            backends = start_backends(mode)
+            if backends is None:
+                return 1
             backend_pids = [p for proc in backends for p in tree(proc.pid)]
             for round_no in range(1, ROUNDS + 1):
                 log(f"mode {mode}, round {round_no} of {ROUNDS}")

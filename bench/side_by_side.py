@@ -58,15 +58,11 @@ def finish(procs):
 
 
 def requests_served(path):
+    """Requests wrk saw answered, and its errors (proxybench's count)."""
     with open(path) as f:
         text = f.read()
     served = re.search(r"(\d+) requests in", text)
-    failed = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
-    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
-    errors = int(failed.group(1)) if failed else 0
-    if socket_errors:
-        errors += sum(int(x) for x in socket_errors.groups())
-    return (int(served.group(1)) if served else 0), errors
+    return (int(served.group(1)) if served else 0), pb.wrk_errors(text)
 
 
 def one_round(body, proxies, round_no):
@@ -113,14 +109,8 @@ def main():
     ratios = {body: [] for body in BODIES}
     figures = {body: {"rollcall": [], OTHER: []} for body in BODIES}
     try:
-        for port in pb.BACKENDS:
-            d = os.path.join(pb.OUT, f"backend-{port}")
-            cmd = [pb.NGINX, "-p", d, "-e", os.path.join(d, "error.log"),
-                   "-c", os.path.join(d, "nginx.conf"), "-g", "daemon off;"]
-            proc = pb.start(pb.pinned("pinned", pb.LOAD_CPU, cmd), f"backend-{port}.log")
-            if not pb.wait_up(port, proc):
-                pb.log(f"the backend on 127.0.0.1:{port} did not come up; see {pb.OUT}")
-                return 1
+        if pb.start_backends("pinned") is None:
+            return 1
         for round_no in range(1, ROUNDS + 1):
             # Both proxies start afresh each round, in turns first: in an A/A run (one binary
             # in both places, started once) the proxy started first came out about 1% dearer

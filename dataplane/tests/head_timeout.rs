@@ -14,6 +14,7 @@ use std::time::Duration;
 use rollcall_dataplane::pool::{Http1Engine, Tuning};
 use rollcall_dataplane::sidecar::RunOptions;
 use support::backends::Recorder;
+use support::raw::answer_length;
 use support::{Harness, config};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -59,29 +60,17 @@ async fn part_of_a_head_until_closed(
     (since.elapsed(), read)
 }
 
-/// Read one answer (head and `Content-Length` body) off a kept-alive connection.
-async fn one_answer(client: &mut TcpStream) -> String {
+/// Send `request` and read its whole answer off a kept-alive connection.
+async fn one_answer(client: &mut TcpStream, request: &[u8]) -> String {
+    client.write_all(request).await.expect("send a request");
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
-    loop {
+    while answer_length(&got, request).is_none() {
         let n = client.read(&mut buf).await.expect("read the answer");
         assert!(n > 0, "the connection closed before its answer: {got:?}");
         got.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&got).to_string();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length: usize = text[..end]
-                .lines()
-                .find_map(|line| {
-                    let (name, value) = line.split_once(':')?;
-                    name.eq_ignore_ascii_case("content-length")
-                        .then(|| value.trim().parse().ok())?
-                })
-                .expect("an answer with a length");
-            if got.len() >= end + 4 + length {
-                return text;
-            }
-        }
     }
+    String::from_utf8_lossy(&got).into_owned()
 }
 
 fn assert_closed_at_the_timeout(engine: Http1Engine, what: &str, after: Duration, sent: &[u8]) {
@@ -113,11 +102,7 @@ async fn each_wait_for_a_head_on_a_kept_alive_connection_gets_its_own_30s() {
         let (_harness, backend, mut client) = connected(engine).await;
         // The first wait lasts 25 s, then a whole request comes and is answered.
         tokio::time::sleep(Duration::from_secs(25)).await;
-        client
-            .write_all(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .expect("send a request");
-        let answer = one_answer(&mut client).await;
+        let answer = one_answer(&mut client, b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(
             answer.starts_with("HTTP/1.1 200"),
             "{engine:?}: the first request is answered: {answer:?}"

@@ -10,10 +10,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rollcall_dataplane::h1::body::Decoder;
 use rollcall_dataplane::h1::head::BodyLength;
 use rollcall_dataplane::pool::{Http1Engine, Tuning};
 use rollcall_dataplane::sidecar::RunOptions;
+use support::raw::{answer_length, body_end};
 use support::{Harness, config, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -347,7 +347,7 @@ async fn exchange(addr: SocketAddr, bytes: &[u8], answers: usize) -> Vec<u8> {
     let mut closing = answers == 0;
     loop {
         while complete < answers {
-            match one_answer(&read[at..], bytes) {
+            match answer_length(&read[at..], bytes) {
                 Some((len, closes)) => {
                     at += len;
                     complete += 1;
@@ -365,37 +365,6 @@ async fn exchange(addr: SocketAddr, bytes: &[u8], answers: usize) -> Vec<u8> {
             Ok(n) => read.extend_from_slice(&chunk[..n]),
         }
     }
-}
-
-/// The length of the whole answer at the start of `buf`, and whether it ends the connection.
-fn one_answer(buf: &[u8], request: &[u8]) -> Option<(usize, bool)> {
-    let mut fields = [httparse::EMPTY_HEADER; 64];
-    let mut response = httparse::Response::new(&mut fields);
-    let httparse::Status::Complete(head) = response.parse(buf).ok()? else {
-        return None;
-    };
-    let field = |name: &str| {
-        response
-            .headers
-            .iter()
-            .find(|f| f.name.eq_ignore_ascii_case(name))
-            .map(|f| String::from_utf8_lossy(f.value).to_ascii_lowercase())
-    };
-    let status = response.code?;
-    let connection = field("connection").unwrap_or_default();
-    let closes = connection.contains("close")
-        || (response.version == Some(0) && !connection.contains("keep-alive"));
-    let head_request = request.starts_with(b"HEAD");
-    let length = if head_request || status == 204 || status == 304 || status < 200 {
-        BodyLength::Empty
-    } else if field("transfer-encoding").is_some() {
-        BodyLength::Chunked
-    } else if let Some(n) = field("content-length") {
-        BodyLength::Length(n.trim().parse().ok()?)
-    } else {
-        BodyLength::UntilClose
-    };
-    body_end(buf, head, length).map(|at| (at, closes))
 }
 
 /// `bytes` with every `date:` value blanked (each engine says its own now).
@@ -487,26 +456,6 @@ fn one_request(buf: &[u8]) -> Option<usize> {
         BodyLength::Empty
     };
     body_end(buf, head, length)
-}
-
-/// Where a body framed by `length` that starts at `head` ends in `buf`; `None` while more is to
-/// come (a body framed by the close ends only with it).
-fn body_end(buf: &[u8], head: usize, length: BodyLength) -> Option<usize> {
-    let mut decoder = Decoder::new(length);
-    let mut at = head;
-    loop {
-        if decoder.is_done() {
-            return Some(at);
-        }
-        let decoded = decoder.decode(&buf[at..]).ok()?;
-        at += decoded.consumed;
-        if decoded.ended {
-            return Some(at);
-        }
-        if decoded.consumed == 0 || at == buf.len() {
-            return None;
-        }
-    }
 }
 
 /// The fast engine counts the connections it hands to hyper's server, by reason, and hyper's

@@ -5,6 +5,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use rollcall_dataplane::h1::body::Decoder;
+use rollcall_dataplane::h1::head::BodyLength;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -131,4 +133,56 @@ fn dechunk(mut rest: &[u8]) -> Vec<u8> {
         rest = rest.get(size + 2..).unwrap_or_default();
     }
     body
+}
+
+/// The length of the whole answer at the start of `buf` (to `request`, whose method decides
+/// whether a body follows), and whether it ends the connection; `None` while it is incomplete.
+pub fn answer_length(buf: &[u8], request: &[u8]) -> Option<(usize, bool)> {
+    let mut fields = [httparse::EMPTY_HEADER; 64];
+    let mut response = httparse::Response::new(&mut fields);
+    let httparse::Status::Complete(head) = response.parse(buf).ok()? else {
+        return None;
+    };
+    let field = |name: &str| {
+        response
+            .headers
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+            .map(|f| String::from_utf8_lossy(f.value).to_ascii_lowercase())
+    };
+    let status = response.code?;
+    let connection = field("connection").unwrap_or_default();
+    let closes = connection.contains("close")
+        || (response.version == Some(0) && !connection.contains("keep-alive"));
+    let head_request = request.starts_with(b"HEAD");
+    let length = if head_request || status == 204 || status == 304 || status < 200 {
+        BodyLength::Empty
+    } else if field("transfer-encoding").is_some() {
+        BodyLength::Chunked
+    } else if let Some(n) = field("content-length") {
+        BodyLength::Length(n.trim().parse().ok()?)
+    } else {
+        BodyLength::UntilClose
+    };
+    body_end(buf, head, length).map(|at| (at, closes))
+}
+
+/// Where a body framed by `length` that starts at `head` ends in `buf`; `None` while more is to
+/// come (a body framed by the close ends only with it).
+pub fn body_end(buf: &[u8], head: usize, length: BodyLength) -> Option<usize> {
+    let mut decoder = Decoder::new(length);
+    let mut at = head;
+    loop {
+        if decoder.is_done() {
+            return Some(at);
+        }
+        let decoded = decoder.decode(&buf[at..]).ok()?;
+        at += decoded.consumed;
+        if decoded.ended {
+            return Some(at);
+        }
+        if decoded.consumed == 0 || at == buf.len() {
+            return None;
+        }
+    }
 }
