@@ -17,6 +17,7 @@ pub mod memory;
 pub mod metrics;
 pub mod outcome;
 pub mod outlier;
+pub mod poll_clock;
 pub mod pool;
 pub mod proxy;
 pub mod retry;

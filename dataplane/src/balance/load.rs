@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use self::stall::SilenceCell;
 use super::share::PickWindow;
 use crate::outcome::Verdict;
+use crate::poll_clock;
 use crate::stamp;
 
 /// How long an estimate (latency or error rate) with no new sample holds before it relaxes
@@ -363,7 +364,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         if self.awaiting {
             // Dropped mid-try: the request future was cancelled (the client left).
-            self.load().abandon(Instant::now());
+            self.load().abandon(poll_clock::now());
         }
         self.load().outstanding.fetch_sub(1, Ordering::AcqRel);
     }

@@ -23,6 +23,7 @@ use crate::config::EndpointConfig;
 use crate::local_answer::{LocalAnswerLog, LocalReason};
 use crate::metrics::{Metrics, REQUEST_OUTCOMES, RETRY_REASONS};
 use crate::outcome::Verdict;
+use crate::poll_clock;
 use crate::retry::{RetryBudget, RetryReason};
 
 mod core;
@@ -147,7 +148,7 @@ impl Pool {
     /// Log an answer the sidecar made itself: one `info` line per reason per second, saying
     /// how many answers for the same reason went unlogged since the last one.
     pub fn log_local_answer(&self, status: u16, reason: LocalReason, tries: usize, detail: &str) {
-        if let Some(suppressed) = self.local_answers.admit(reason, Instant::now()) {
+        if let Some(suppressed) = self.local_answers.admit(reason, poll_clock::now()) {
             tracing::info!(
                 pool = &*self.name,
                 status,
@@ -272,7 +273,7 @@ impl Pool {
             counter.inc();
         }
         self.request_duration
-            .observe(started.elapsed().as_secs_f64());
+            .observe(poll_clock::since(started).as_secs_f64());
         response
     }
 

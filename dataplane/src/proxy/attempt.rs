@@ -14,6 +14,7 @@ use super::client_body::{Progress, RequestBody};
 use super::grpc;
 use super::request::{Target, build_request};
 use crate::outcome::Outcome;
+use crate::poll_clock;
 use crate::pool::Endpoint;
 use crate::retry::Clock;
 use crate::upstream::{self, Conn, ConnectError, EndpointBody, Release, SendError, plain_head};
@@ -76,7 +77,7 @@ pub(super) async fn run(
     progress: &Progress,
     clock: &mut Clock,
 ) -> TryResult {
-    let started = Instant::now();
+    let started = poll_clock::now();
     let (outcome, detail, answer) =
         attempt(endpoint, outgoing, body, progress, clock, started).await;
     if let Some(at) = progress.completed_at() {
@@ -87,7 +88,7 @@ pub(super) async fn run(
         detail,
         answer,
         started,
-        ended: Instant::now(),
+        ended: poll_clock::now(),
     }
 }
 
@@ -135,7 +136,7 @@ async fn attempt(
         .grpc
         .then(|| clock.window(started).ends())
         .flatten()
-        .map(|(at, _)| at.saturating_duration_since(Instant::now()));
+        .map(|(at, _)| at.saturating_duration_since(poll_clock::now()));
     progress.sending();
     // The sidecar's own connection writes a request that needs no framing edits straight from
     // the parts (no copy of the field map per try); anything else is built as hyper takes it.
@@ -204,7 +205,7 @@ async fn attempt(
             () = stalled, if !clock.is_complete() => {
                 if progress
                     .endpoint_stall_at(outgoing.upload_idle)
-                    .is_some_and(|at| at <= Instant::now())
+                    .is_some_and(|at| at <= poll_clock::now())
                 {
                     return (
                         Outcome::TimedOut,

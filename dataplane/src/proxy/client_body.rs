@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 
 use crate::outcome::Outcome;
+use crate::poll_clock;
 use crate::upstream::{BoxError, ProxyBody};
 
 /// Request bodies up to this size are buffered so the request can be replayed on a retry.
@@ -94,14 +95,14 @@ impl RequestBody {
         progress: &Arc<Progress>,
     ) -> Result<Self, (Outcome, String)> {
         if body.is_end_stream() {
-            progress.complete(Instant::now());
+            progress.complete(poll_clock::now());
             return Ok(Self::Replayable(Bytes::new()));
         }
         if let Some(whole) = body.whole() {
             progress
                 .received
                 .fetch_add(whole.len() as u64, Ordering::Relaxed);
-            progress.complete(Instant::now());
+            progress.complete(poll_clock::now());
             return Ok(Self::Replayable(whole));
         }
         let small = body
@@ -119,7 +120,7 @@ impl RequestBody {
         }
         match watched.collect().await {
             Ok(collected) => {
-                progress.complete(Instant::now());
+                progress.complete(poll_clock::now());
                 Ok(Self::Replayable(collected.to_bytes()))
             }
             Err(error) => Err((
@@ -163,7 +164,7 @@ impl Default for Progress {
             fault: AtomicU8::new(0),
             complete_at: Mutex::new(None),
             changed: Notify::new(),
-            last_poll: Mutex::new(Instant::now()),
+            last_poll: Mutex::new(poll_clock::now()),
             waiting_on_client: AtomicBool::new(false),
             received: AtomicU64::new(0),
         }
@@ -173,7 +174,7 @@ impl Default for Progress {
 impl Progress {
     /// Start the endpoint's clock on the upload: it is being sent now.
     pub(super) fn sending(&self) {
-        *self.last_poll.lock() = Instant::now();
+        *self.last_poll.lock() = poll_clock::now();
         self.waiting_on_client.store(false, Ordering::Release);
     }
 
@@ -187,7 +188,7 @@ impl Progress {
     }
 
     fn polled(&self, waiting_on_client: bool) {
-        *self.last_poll.lock() = Instant::now();
+        *self.last_poll.lock() = poll_clock::now();
         self.waiting_on_client
             .store(waiting_on_client, Ordering::Release);
     }
@@ -263,7 +264,7 @@ impl<B: ArrivingBody> Body for ClientBody<B> {
                         .fetch_add(data.len() as u64, Ordering::Relaxed);
                 }
                 if this.inner.is_end_stream() {
-                    this.progress.complete(Instant::now());
+                    this.progress.complete(poll_clock::now());
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
@@ -272,7 +273,7 @@ impl<B: ArrivingBody> Body for ClientBody<B> {
                 Poll::Ready(Some(Err(error.into())))
             }
             Poll::Ready(None) => {
-                this.progress.complete(Instant::now());
+                this.progress.complete(poll_clock::now());
                 Poll::Ready(None)
             }
             Poll::Pending => {
@@ -299,7 +300,7 @@ impl<B: ArrivingBody> Body for ClientBody<B> {
     fn is_end_stream(&self) -> bool {
         let end = self.inner.is_end_stream();
         if end {
-            self.progress.complete(Instant::now());
+            self.progress.complete(poll_clock::now());
         }
         end
     }

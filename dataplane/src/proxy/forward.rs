@@ -32,6 +32,7 @@ use super::try_record::TryRecord;
 use super::upgrade::{self, Tunnels};
 use crate::local_answer::LocalReason;
 use crate::outcome::Verdict;
+use crate::poll_clock;
 use crate::pool::Pool;
 use crate::retry::{Answer, Clock, Next, Plan, TryReport, planner};
 use crate::upstream::ProxyBody;
@@ -117,7 +118,7 @@ pub(super) fn forward_request<B: ArrivingBody>(
     req: Request<B>,
     client: &ClientAddr,
 ) -> impl Future<Output = Response<ProxyBody>> + Send + use<B> {
-    let received = Instant::now();
+    let received = poll_clock::now();
     pool.budget().record_request(received);
     let (mut parts, body) = req.into_parts();
     let client_timeout = grpc_timeout(&parts.headers);
@@ -223,7 +224,7 @@ async fn answer_request<B: ArrivingBody>(
         grpc_call,
     };
     loop {
-        let now = Instant::now();
+        let now = poll_clock::now();
         if let Err(answer) = plan.may_start(now) {
             return reply.respond(answer, None, kept, &detail, plan.tried());
         }

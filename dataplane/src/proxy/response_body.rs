@@ -15,12 +15,13 @@ use bytes::Bytes;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
 use super::client_body::Progress;
 use super::grpc;
 use super::headers::prepare_response_fields;
 use super::try_record::TryRecord;
+use crate::poll_clock;
 use crate::pool::Endpoint;
 use crate::upstream::{BoxError, EndpointBody, ProxyBody, Release};
 
@@ -106,7 +107,7 @@ impl Done {
     fn ended(self) {
         self.endpoint.upstream.release(self.release);
         if let Some(record) = self.record {
-            record.body_ended(self.grpc_status, Instant::now());
+            record.body_ended(self.grpc_status, poll_clock::now());
         }
     }
 
@@ -114,7 +115,7 @@ impl Done {
     fn broke(self, detail: &str) {
         if let Some(record) = self.record {
             let client_fault = self.client.fault().is_some();
-            record.body_broke(client_fault, detail, Instant::now());
+            record.body_broke(client_fault, detail, poll_clock::now());
         }
     }
 }

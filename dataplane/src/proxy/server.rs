@@ -24,6 +24,7 @@ use super::fast;
 use super::forward::forward;
 use super::headers::ClientAddr;
 use super::upgrade::Tunnels;
+use crate::poll_clock;
 use crate::pool::{Http1Engine, Pool};
 use crate::upstream::ProxyBody;
 
@@ -115,11 +116,15 @@ async fn accept_loop(
             stop: stop.clone(),
             cut: cut.clone(),
         };
+        // The request path reads the clock once per poll of its connection (`poll_clock`).
         match pool.tuning().http1_engine {
-            Http1Engine::Hyper => {
-                connections.spawn(serve_with_hyper(TokioIo::new(stream), connection))
+            Http1Engine::Hyper => connections.spawn(poll_clock::scoped(serve_with_hyper(
+                TokioIo::new(stream),
+                connection,
+            ))),
+            Http1Engine::Fast => {
+                connections.spawn(poll_clock::scoped(fast::serve(stream, connection)))
             }
-            Http1Engine::Fast => connections.spawn(fast::serve(stream, connection)),
         };
     }
 }

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use crate::balance::InFlight;
 use crate::grpc_status::{Code, http_equivalent};
 use crate::outcome::Outcome;
+use crate::poll_clock;
 use crate::pool::{Endpoint, Pool};
 
 /// One try in flight on one endpoint; see the module header.
@@ -79,7 +80,7 @@ impl TryRecord {
     /// The try ends with the outcome it has ([`TryRecord::answered`]).
     pub(super) fn finish_as_it_stands(self, detail: &str) {
         let outcome = self.standing();
-        self.finish(outcome, detail, Instant::now());
+        self.finish(outcome, detail, poll_clock::now());
     }
 
     /// The answer's body ended at `at`; `grpc_status` is the trailer's, for an answer judged by
@@ -137,7 +138,7 @@ impl Drop for TryRecord {
     fn drop(&mut self) {
         if self.in_flight.is_some() {
             let outcome = self.standing();
-            self.settle(outcome, "", Instant::now());
+            self.settle(outcome, "", poll_clock::now());
         }
     }
 }

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::direct::DirectConn;
 use super::{KeepAlive, ProxyBody};
+use crate::poll_clock;
 
 /// Idle connections a pool keeps by default, over all its endpoints (Envoy's default
 /// `max_connections` per cluster is the same figure).
@@ -234,7 +235,7 @@ impl IdleKey {
             if tx.is_ready() {
                 return Some(IdleConn::Hyper(tx));
             }
-            let deadline = *deadline.get_or_insert_with(|| Instant::now() + wait);
+            let deadline = *deadline.get_or_insert_with(|| poll_clock::now() + wait);
             if let Ok(Ok(())) = tokio::time::timeout_at(deadline, tx.ready()).await {
                 return Some(IdleConn::Hyper(tx));
             }

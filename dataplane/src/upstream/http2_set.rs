@@ -19,6 +19,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::{KeepAlive, ProxyBody};
+use crate::poll_clock;
 
 /// How often an HTTP/2 connection is pinged (idle or not).
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
@@ -145,7 +146,7 @@ impl Multiplexed {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    *self.last_used.lock() = Instant::now();
+                    *self.last_used.lock() = poll_clock::now();
                     return true;
                 }
                 Err(actual) => current = actual,
@@ -157,7 +158,7 @@ impl Multiplexed {
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         self.0.streams.fetch_sub(1, Ordering::AcqRel);
-        *self.0.last_used.lock() = Instant::now();
+        *self.0.last_used.lock() = poll_clock::now();
     }
 }
 

@@ -29,6 +29,7 @@ mod http1_idle;
 mod http2_set;
 mod send;
 
+use crate::poll_clock;
 use direct::DirectConn;
 pub use direct::{PlainHead, RawAnswer, plain_head, send_plain};
 pub use http1_idle::{DEFAULT_MAX_IDLE_PER_POOL, IdleConnections};
@@ -329,13 +330,13 @@ impl Upstream {
     fn drive<F: Future + Send + 'static>(&self, conn: F) {
         let close_all = self.close_token().clone();
         let open = OpenGuard::new(self.open_counter());
-        tokio::spawn(async move {
+        tokio::spawn(poll_clock::scoped(async move {
             let _open = open;
             tokio::select! {
                 _ = conn => {}
                 _ = close_all.cancelled() => {}
             }
-        });
+        }));
     }
 
     /// A response has been read to its end: an HTTP/1 connection goes back to the idle stack
@@ -344,7 +345,7 @@ impl Upstream {
         match release {
             Release::Http1(tx) => {
                 if !self.draining.load(Ordering::Acquire) {
-                    self.idle.put(IdleConn::Hyper(tx), Instant::now());
+                    self.idle.put(IdleConn::Hyper(tx), poll_clock::now());
                 }
             }
             Release::Http2(slot) => drop(slot),
@@ -353,7 +354,7 @@ impl Upstream {
                 if let Some(conn) = conn
                     && !self.draining.load(Ordering::Acquire)
                 {
-                    self.idle.put(IdleConn::Direct(conn), Instant::now());
+                    self.idle.put(IdleConn::Direct(conn), poll_clock::now());
                 }
             }
         }

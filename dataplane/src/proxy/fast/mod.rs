@@ -37,7 +37,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
 use self::answer_body::write_answer;
 use self::cancelled::Cancelled;
@@ -52,6 +52,7 @@ use crate::h1::encode::accepts_trailers;
 use crate::h1::head::{
     BodyLength, Field, HeadError, MAX_HEAD_BYTES, RequestHead, may_end_head, parse_request,
 };
+use crate::poll_clock;
 use crate::pool::Http1Handoff;
 
 /// A head must arrive whole within this long of the connection waiting for it (hyper's
@@ -154,7 +155,7 @@ async fn next_head(
     head_timer: &mut Pin<Box<Sleep>>,
     connection: &Connection,
 ) -> Next {
-    head_timer.as_mut().reset(Instant::now() + HEAD_TIMEOUT);
+    head_timer.as_mut().reset(poll_clock::now() + HEAD_TIMEOUT);
     // The buffer's length when the head was last found incomplete.
     let mut partial: Option<usize> = None;
     loop {
