@@ -131,10 +131,10 @@ struct Args {
     /// The share of requests the access log records, from 0 to 1 (0.1: one in ten, at random).
     #[arg(long, env = "ROLLCALL_ACCESS_LOG_SAMPLE", default_value = "1", value_parser = access_log::parse_sample)]
     access_log_sample: f64,
-    /// What serves clients' HTTP/1.x connections: `hyper` (hyper's server), or `fast` (the
-    /// sidecar's own; it hands a connection to hyper's at the first request it does not handle:
-    /// HTTP/2, an upgrade).
-    #[arg(long, env = "ROLLCALL_HTTP1_ENGINE", default_value = "hyper")]
+    /// What serves clients' HTTP/1.x connections: `fast` (the sidecar's own, the default; it
+    /// hands a connection to hyper's at the first request it does not handle: HTTP/2, an
+    /// upgrade), or `hyper` (hyper's server for every connection).
+    #[arg(long, env = "ROLLCALL_HTTP1_ENGINE", default_value = "fast")]
     http1_engine: Http1Engine,
 }
 

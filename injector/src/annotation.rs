@@ -23,7 +23,7 @@ pub const MAX_IDLE_CONNECTIONS: &str = "rollcall.dev/sidecar-max-idle-connection
 const MAX_IDLE_LIMIT: u32 = 100_000;
 
 /// The annotation that picks what serves the application's HTTP/1 connections to the sidecar
-/// (`--http1-engine`: `hyper`, the default, or `fast`, the sidecar's own).
+/// (`--http1-engine`: `fast`, the sidecar's own and its default, or `hyper`).
 pub const HTTP1_ENGINE: &str = "rollcall.dev/sidecar-http1-engine";
 
 /// What a pod's annotations ask of its sidecar beyond its pools.
@@ -168,7 +168,7 @@ pub fn parse_http1_engine(value: &str) -> Result<&'static str, String> {
         "hyper" => Ok("hyper"),
         other => Err(format!(
             "{HTTP1_ENGINE}: {other:?} is not an engine; write \"fast\" (the sidecar's own \
-             HTTP/1 engine) or \"hyper\" (hyper's server, the default)"
+             HTTP/1 engine, the default) or \"hyper\" (hyper's server)"
         )),
     }
 }
