@@ -4,7 +4,7 @@
 # after the other move by more than the gap being measured. Installs nginx, HAProxy and wrk if
 # missing, builds the sidecar as shipped unless SKIP_BUILD=1, writes to bench/out/side-by-side/.
 #   ./bench/side_by_side.sh
-#   SIDECAR_ARGS="--http1-engine fast" ROUNDS=12 ./bench/side_by_side.sh
+#   SIDECAR_ARGS="--http1-engine hyper" ROUNDS=12 ./bench/side_by_side.sh   # hyper's engine
 #   OTHER=nginx BODIES=16k ./bench/side_by_side.sh
 #   OTHER=before BEFORE=/tmp/old/rollcall-sidecar ./bench/side_by_side.sh   # A/B two builds
 # Environment: ROUNDS (8; even, so each proxy starts first as often), DURATION (5s), WARMUP (1s), CONNECTIONS (32 per proxy), BODIES

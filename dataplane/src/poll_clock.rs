@@ -9,6 +9,9 @@
 //! one poll, which on the request path is a few microseconds of CPU, never a wait (a wait ends
 //! the poll). HAProxy keeps its `now` the same way, once per turn of its event loop.
 //!
+//! hyper's HTTP/2 streams are tasks of their own, spawned through [`ScopedExecutor`]. A poll that
+//! blocks (a log line written to a full pipe) makes its reading late by that much.
+//!
 //! Outside a scoped task (the pool's owner, whose polls can apply a whole roster; probes; tests
 //! calling a function directly), [`now`] reads the clock every time. The reading is tokio's
 //! [`Instant::now`], so a test's paused clock holds. No crate offers this: clock crates cache per
@@ -88,6 +91,21 @@ impl<F: Future> Future for Scoped<F> {
     }
 }
 
+/// hyper's executor for the tasks it spawns (each stream of an HTTP/2 connection, client or
+/// endpoint side): tokio's, with each task [`scoped`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScopedExecutor;
+
+impl<F> hyper::rt::Executor<F> for ScopedExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, task: F) {
+        tokio::spawn(scoped(task));
+    }
+}
+
 /// Puts the thread back outside when the outermost scoped poll ends, unwinding included.
 struct Leave;
 
@@ -128,6 +146,28 @@ mod tests {
             "a second ask in the same poll reads nothing new"
         );
         assert!(clock - first >= Duration::from_millis(2));
+        let waited = ready(poll_once(scoped(async {
+            let first = now();
+            std::thread::sleep(Duration::from_millis(2));
+            since(first)
+        })));
+        assert_eq!(
+            waited,
+            Duration::ZERO,
+            "`since` reads this poll's instant too"
+        );
+    }
+
+    #[tokio::test]
+    async fn tasks_hyper_spawns_are_scoped() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        hyper::rt::Executor::execute(&ScopedExecutor, async move {
+            let first = now();
+            std::thread::sleep(Duration::from_millis(2));
+            let _ = tx.send((first, now()));
+        });
+        let (first, second) = rx.await.expect("the spawned task ran");
+        assert_eq!(first, second);
     }
 
     #[test]

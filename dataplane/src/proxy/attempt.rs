@@ -203,9 +203,11 @@ async fn attempt(
             at = progress.completed(), if !clock.is_complete() => clock.complete(at),
             // The endpoint stopped taking the upload (hyper stopped asking for it): its stall.
             () = stalled, if !clock.is_complete() => {
+                // The clock itself, not this poll's reading: on a multi-thread runtime the
+                // timer can fire on another thread after this poll read the time.
                 if progress
                     .endpoint_stall_at(outgoing.upload_idle)
-                    .is_some_and(|at| at <= poll_clock::now())
+                    .is_some_and(|at| at <= Instant::now())
                 {
                     return (
                         Outcome::TimedOut,

@@ -23,7 +23,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use tokio::time::{Instant, Sleep};
+use tokio::time::{Instant, Sleep, sleep_until};
 
 use crate::outcome::Outcome;
 use crate::poll_clock;
@@ -283,7 +283,7 @@ impl<B: ArrivingBody> Body for ClientBody<B> {
                 let idle = *this.idle;
                 let timer = this
                     .waiting
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                    .get_or_insert_with(|| Box::pin(sleep_until(poll_clock::now() + idle)));
                 if timer.as_mut().poll(cx).is_ready() {
                     this.progress.failed(true);
                     return Poll::Ready(Some(Err(format!(

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use super::client_body::Progress;
 use crate::access_log::{AccessLog, End, Entry, path_of};
 use crate::local_answer::LocalReason;
+use crate::poll_clock;
 use crate::upstream::{BoxError, ProxyBody};
 
 /// What the request loop knows of how a request was answered.
@@ -162,7 +163,7 @@ impl Arrival {
 
     fn finish(mut self: Box<Self>, end: End) {
         self.entry.end = end;
-        self.entry.duration = self.received.elapsed();
+        self.entry.duration = poll_clock::since(self.received);
         self.log.write(self.entry);
     }
 }

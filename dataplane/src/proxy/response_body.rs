@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use tokio::time::Sleep;
+use tokio::time::{Sleep, sleep_until};
 
 use super::client_body::Progress;
 use super::grpc;
@@ -167,7 +167,7 @@ where
                 let idle = *this.idle;
                 let timer = this
                     .waiting
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                    .get_or_insert_with(|| Box::pin(sleep_until(poll_clock::now() + idle)));
                 if timer.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }

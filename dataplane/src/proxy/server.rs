@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use http::Response;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -159,7 +159,7 @@ where
         service_fn(move |req| forward(Arc::clone(&pool), req, &client, &tunnels).map(infallible));
     // A timer makes hyper enforce its HTTP/1 header read timeout (30 s), so a client that
     // trickles headers cannot hold a connection forever.
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(poll_clock::ScopedExecutor);
     builder.http1().timer(TokioTimer::new());
     // Extended CONNECT (RFC 8441), so HTTP/2 clients can open WebSockets.
     builder

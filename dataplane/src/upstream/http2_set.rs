@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -34,7 +34,7 @@ const INITIAL_MAX_STREAMS: usize = 1;
 /// Connections per endpoint; past this, requests share the least busy one and may queue.
 const MAX_CONNECTIONS: usize = 64;
 
-type Connection = http2::Connection<TokioIo<TcpStream>, ProxyBody, TokioExecutor>;
+type Connection = http2::Connection<TokioIo<TcpStream>, ProxyBody, poll_clock::ScopedExecutor>;
 type Shared = Arc<Mutex<Pin<Box<Connection>>>>;
 
 /// Made with the endpoint's first HTTP/2 connection: an endpoint that never gets one (every
@@ -171,7 +171,7 @@ pub(super) async fn handshake(
     share: bool,
     drive: impl FnOnce(Driver),
 ) -> Result<(http2::SendRequest<ProxyBody>, StreamSlot), hyper::Error> {
-    let (tx, connection) = http2::Builder::new(TokioExecutor::new())
+    let (tx, connection) = http2::Builder::new(poll_clock::ScopedExecutor)
         .timer(TokioTimer::new())
         .initial_max_send_streams(INITIAL_MAX_STREAMS)
         .keep_alive_interval(keepalive.interval)
