@@ -29,7 +29,6 @@ mod http1_idle;
 mod http2_set;
 mod send;
 
-use crate::poll_clock;
 use direct::DirectConn;
 pub use direct::{PlainHead, RawAnswer, plain_head, send_plain};
 pub use http1_idle::{DEFAULT_MAX_IDLE_PER_POOL, IdleConnections};
@@ -37,6 +36,8 @@ use http1_idle::{IdleConn, IdleKey};
 use http2_set::ConnectionSet;
 pub use http2_set::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, StreamSlot};
 pub use send::{EndpointBody, Release, SendError, send};
+
+use crate::poll_clock;
 
 /// Any error a body can carry.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
